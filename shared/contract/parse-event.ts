@@ -1,0 +1,168 @@
+import { createHash } from 'node:crypto';
+import type { z } from 'zod';
+import { checkEventVersion, eventAction, eventEnvelopeSchema } from './envelope.ts';
+import type { EventEnvelope } from './envelope.ts';
+import { themeSnapshotSchema } from './theme-snapshot.ts';
+
+export const DEFAULT_MAX_DEPTH = 32;
+
+// These keys must never reach an object merge or spread downstream (prototype pollution).
+export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+export type ParseErrorCode =
+  | 'invalid_utf8'
+  | 'invalid_json'
+  | 'too_deep'
+  | 'forbidden_key'
+  | 'unknown_event_version'
+  | 'invalid_envelope'
+  | 'invalid_data';
+
+export type ParseEventResult =
+  | { ok: true; envelope: EventEnvelope; bodySha256: string }
+  | { ok: false; code: ParseErrorCode; message: string; bodySha256: string };
+
+export interface ParseEventOptions {
+  maxDepth?: number;
+}
+
+const dataSchemas: Readonly<Record<string, z.ZodType>> = {
+  theme: themeSnapshotSchema,
+};
+
+const MAX_REPORTED_ISSUES = 10;
+
+export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}): ParseEventResult {
+  const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
+  const bodySha256 = createHash('sha256').update(rawBytes).digest('hex');
+  const fail = (code: ParseErrorCode, message: string): ParseEventResult => ({ ok: false, code, message, bodySha256 });
+
+  let text: string;
+  try {
+    // ignoreBOM keeps a BOM in the text so JSON.parse rejects it: the raw bytes go to Kafka
+    // unchanged and several consumers' JSON parsers refuse a BOM.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(rawBytes);
+  } catch {
+    return fail('invalid_utf8', 'body is not valid UTF-8');
+  }
+
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // The engine's message quotes part of the body, which must not reach logs or callers.
+    return fail('invalid_json', 'body is not valid JSON');
+  }
+
+  const structure = checkStructure(value, maxDepth);
+  if (structure) return fail(structure.code, structure.message);
+
+  // JSON.parse keeps the last of duplicate keys while other consumers of the same raw bytes
+  // may keep the first, so a duplicate would let two readers see two different events.
+  const duplicate = findDuplicateKey(text);
+  if (duplicate !== undefined) return fail('invalid_json', `duplicate key ${JSON.stringify(duplicate)}`);
+
+  const version = checkEventVersion(value);
+  if (!version.ok) return fail(version.code, version.message);
+
+  const envelopeResult = eventEnvelopeSchema.safeParse(value);
+  if (!envelopeResult.success) return fail('invalid_envelope', formatIssues(envelopeResult.error.issues));
+  const envelope = envelopeResult.data;
+
+  const dataSchema = dataSchemas[envelope.resource.type];
+  if (dataSchema === undefined) {
+    return fail('invalid_envelope', `resource.type "${envelope.resource.type}" has no data contract`);
+  }
+  if (eventAction(envelope) === 'delete') {
+    if (envelope.data !== undefined && Object.keys(envelope.data).length > 0) {
+      return fail('invalid_data', `data must be absent or {} for ${envelope.event_type}`);
+    }
+    return { ok: true, envelope, bodySha256 };
+  }
+  const dataResult = dataSchema.safeParse(envelope.data);
+  if (!dataResult.success) return fail('invalid_data', formatIssues(dataResult.error.issues, ['data']));
+  return { ok: true, envelope, bodySha256 };
+}
+
+type StructureProblem = { code: 'too_deep' | 'forbidden_key'; message: string };
+
+/** Depth counts containers: `{}` is depth 1, `{"a":[]}` is depth 2. */
+export function checkStructure(value: unknown, maxDepth: number = DEFAULT_MAX_DEPTH): StructureProblem | undefined {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  while (pending.length > 0) {
+    const { value: current, depth } = pending.pop()!;
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > maxDepth) return { code: 'too_deep', message: `nesting deeper than ${maxDepth}` };
+    if (Array.isArray(current)) {
+      for (const item of current) pending.push({ value: item, depth: depth + 1 });
+      continue;
+    }
+    for (const key of Object.keys(current)) {
+      if (FORBIDDEN_KEYS.has(key)) return { code: 'forbidden_key', message: `forbidden key ${JSON.stringify(key)}` };
+      pending.push({ value: (current as Record<string, unknown>)[key], depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+/** Expects text that JSON.parse has already accepted. */
+export function findDuplicateKey(text: string): string | undefined {
+  const containers: Array<Set<string> | null> = [];
+  let i = 0;
+  while (i < text.length) {
+    const ch = text.charCodeAt(i);
+    if (ch === QUOTE) {
+      let end = i + 1;
+      let escaped = false;
+      for (;;) {
+        const c = text.charCodeAt(end);
+        if (c === BACKSLASH) {
+          escaped = true;
+          end += 2;
+        } else if (c === QUOTE) {
+          break;
+        } else {
+          end += 1;
+        }
+      }
+      const keys = containers.at(-1);
+      if (keys) {
+        let next = end + 1;
+        while (isJsonWhitespace(text.charCodeAt(next))) next += 1;
+        if (text.charCodeAt(next) === COLON) {
+          const key = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : text.slice(i + 1, end);
+          if (keys.has(key)) return key;
+          keys.add(key);
+        }
+      }
+      i = end + 1;
+      continue;
+    }
+    if (ch === OPEN_BRACE) containers.push(new Set());
+    else if (ch === OPEN_BRACKET) containers.push(null);
+    else if (ch === CLOSE_BRACE || ch === CLOSE_BRACKET) containers.pop();
+    i += 1;
+  }
+  return undefined;
+}
+
+function isJsonWhitespace(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+}
+
+function formatIssues(issues: readonly z.core.$ZodIssue[], prefix: readonly string[] = []): string {
+  const shown = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => {
+    const path = [...prefix, ...issue.path.map(String)].join('.');
+    return `${path === '' ? '(root)' : path}: ${issue.message}`;
+  });
+  const more = issues.length - shown.length;
+  return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
+}

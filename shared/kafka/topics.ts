@@ -1,0 +1,106 @@
+import type { Admin, ITopicConfig } from 'kafkajs';
+
+export interface TopicNames {
+  events: string;
+  retries: string[];
+  dlq: string;
+  applied: string;
+}
+
+export interface TopicSettings {
+  /** Base name of the events topic; the retry chain and DLQ derive from it. */
+  events: string;
+  applied: string;
+  eventsPartitions: number;
+  retryLevels: number;
+  replicationFactor: number;
+  /** min.insync.replicas for every topic; with acks=all this is what makes an ack durable. */
+  minInsyncReplicas: number;
+}
+
+export const defaultTopicSettings: TopicSettings = {
+  events: 'theme.events',
+  applied: 'theme.applied',
+  eventsPartitions: 12,
+  retryLevels: 4,
+  replicationFactor: 1,
+  minInsyncReplicas: 1,
+};
+
+export function topicNames(settings: Pick<TopicSettings, 'events' | 'applied' | 'retryLevels'>): TopicNames {
+  return {
+    events: settings.events,
+    retries: Array.from({ length: settings.retryLevels }, (_, i) => `${settings.events}.retry.${i + 1}`),
+    dlq: `${settings.events}.dlq`,
+    applied: settings.applied,
+  };
+}
+
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  configs: Record<string, string>;
+}
+
+// The single source of truth for every topic the bridge uses: names, partitions, configs.
+export function topicSpecs(settings: TopicSettings): TopicSpec[] {
+  const names = topicNames(settings);
+  const common = { 'min.insync.replicas': String(settings.minInsyncReplicas) };
+  // Retry topics and the applied topic keep the events topic's partition count so a key
+  // lands on the same partition number everywhere, which keeps traces easy to follow.
+  const partitions = settings.eventsPartitions;
+  return [
+    { name: names.events, partitions, configs: { ...common, 'retention.ms': String(7 * 24 * 3600 * 1000) } },
+    ...names.retries.map((name) => ({
+      name,
+      partitions,
+      configs: { ...common, 'retention.ms': String(7 * 24 * 3600 * 1000) },
+    })),
+    { name: names.dlq, partitions, configs: { ...common, 'retention.ms': String(30 * 24 * 3600 * 1000) } },
+    {
+      name: names.applied,
+      partitions,
+      // Compacted: the latest record per resource key stays, so a new subscriber bootstraps current state.
+      configs: { ...common, 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000' },
+    },
+  ];
+}
+
+export interface EnsureTopicsResult {
+  created: string[];
+  existing: string[];
+}
+
+/** Creates missing topics; never touches existing ones except to report a partition shortfall. */
+export async function ensureTopics(admin: Admin, specs: TopicSpec[], replicationFactor: number): Promise<EnsureTopicsResult> {
+  const existing = new Set(await admin.listTopics());
+  const missing = specs.filter((s) => !existing.has(s.name));
+  if (missing.length > 0) {
+    const topics: ITopicConfig[] = missing.map((s) => ({
+      topic: s.name,
+      numPartitions: s.partitions,
+      replicationFactor,
+      configEntries: Object.entries(s.configs).map(([name, value]) => ({ name, value })),
+    }));
+    try {
+      await admin.createTopics({ topics, waitForLeaders: true });
+    } catch (error) {
+      // Another process may have created them between list and create; that is fine.
+      if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+    }
+  }
+  const present = specs.filter((s) => existing.has(s.name));
+  if (present.length > 0) {
+    const metadata = await admin.fetchTopicMetadata({ topics: present.map((s) => s.name) });
+    for (const topic of metadata.topics) {
+      const spec = present.find((s) => s.name === topic.name);
+      if (spec && topic.partitions.length < spec.partitions) {
+        throw new Error(
+          `topic ${topic.name} has ${topic.partitions.length} partitions, expected ${spec.partitions}; ` +
+            'increase it deliberately (it moves keys between partitions)',
+        );
+      }
+    }
+  }
+  return { created: missing.map((s) => s.name), existing: present.map((s) => s.name) };
+}

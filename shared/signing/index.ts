@@ -1,0 +1,11 @@
+export { decodeStandardSecret, SIGNATURE_HEADERS, SIGNATURE_SCHEMES } from './schemes.ts';
+export type { SignatureHeaderNames, SignatureScheme } from './schemes.ts';
+export { signWebhook } from './sign-webhook.ts';
+export type { SignWebhookInput, WebhookHeaders } from './sign-webhook.ts';
+export { verifySignature } from './verify-signature.ts';
+export type {
+  SignatureFailureReason,
+  SigningSecret,
+  VerifySignatureInput,
+  VerifySignatureResult,
+} from './verify-signature.ts';

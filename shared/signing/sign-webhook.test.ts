@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { decodeStandardSecret } from './schemes.ts';
+import { signWebhook } from './sign-webhook.ts';
+
+describe('signWebhook', () => {
+  it('reproduces the Standard Webhooks known-answer vector', () => {
+    const headers = signWebhook({
+      scheme: 'standard-webhooks',
+      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      timestamp: 1614265330,
+      body: '{"test": 2432232314}',
+    });
+    expect(headers).toEqual({
+      'content-type': 'application/json',
+      'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      'webhook-timestamp': '1614265330',
+      'webhook-signature': 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+    });
+  });
+
+  it('reproduces a fixed hmac-sha256 vector', () => {
+    // printf '%s' '1700000000.{"event_id":"evt_1","tenant_id":"tenant_acme"}' \
+    //   | openssl dgst -sha256 -hmac 'demo-secret-change-me'
+    const headers = signWebhook({
+      scheme: 'hmac-sha256',
+      secret: 'demo-secret-change-me',
+      id: 'evt_1',
+      timestamp: 1700000000,
+      body: Buffer.from('{"event_id":"evt_1","tenant_id":"tenant_acme"}'),
+    });
+    expect(headers).toEqual({
+      'content-type': 'application/json',
+      'x-webhook-id': 'evt_1',
+      'x-webhook-timestamp': '1700000000',
+      'x-webhook-signature': 'v1=54e96e0c71008e71336c8e3b33b5471875e6e7135daf8c566e532ed7d1813b54',
+    });
+  });
+
+  it('defaults the timestamp to now', () => {
+    const before = Math.floor(Date.now() / 1000);
+    const headers = signWebhook({ scheme: 'hmac-sha256', secret: 's', id: 'evt_1', body: '{}' });
+    const timestamp = Number(headers['x-webhook-timestamp']);
+    expect(timestamp).toBeGreaterThanOrEqual(before);
+    expect(timestamp).toBeLessThanOrEqual(before + 1);
+  });
+
+  it('signs the same bytes for a string and its UTF-8 buffer', () => {
+    const body = '{"name":"Zürich ☀"}';
+    const common = { scheme: 'hmac-sha256' as const, secret: 's', id: 'evt_1', timestamp: 1 };
+    expect(signWebhook({ ...common, body })).toEqual(signWebhook({ ...common, body: Buffer.from(body, 'utf8') }));
+  });
+
+  it('refuses an empty hmac secret and an undecodable standard secret', () => {
+    expect(() => signWebhook({ scheme: 'hmac-sha256', secret: '', id: 'a', body: '{}' })).toThrow(TypeError);
+    expect(() => signWebhook({ scheme: 'standard-webhooks', secret: 'whsec_not base64!', id: 'a', body: '{}' })).toThrow(
+      TypeError,
+    );
+  });
+});
+
+describe('decodeStandardSecret', () => {
+  it('accepts the secret with or without the whsec_ prefix', () => {
+    const withPrefix = decodeStandardSecret('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+    expect(decodeStandardSecret('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')).toEqual(withPrefix);
+    expect(withPrefix).toHaveLength(24);
+  });
+
+  it('rejects empty and non-base64 secrets', () => {
+    expect(() => decodeStandardSecret('whsec_')).toThrow(TypeError);
+    expect(() => decodeStandardSecret('')).toThrow(TypeError);
+    expect(() => decodeStandardSecret('whsec_abc$')).toThrow(TypeError);
+  });
+});

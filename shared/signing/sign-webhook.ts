@@ -1,0 +1,31 @@
+import { createHmac } from 'node:crypto';
+import { SIGNATURE_HEADERS, signedContent, signingKey } from './schemes.ts';
+import type { SignatureScheme } from './schemes.ts';
+
+export interface SignWebhookInput {
+  scheme: SignatureScheme;
+  secret: string;
+  /** Send exactly these bytes: the signature covers the raw body, not its JSON meaning. */
+  body: string | Uint8Array;
+  id: string;
+  /** Unix seconds; defaults to now. */
+  timestamp?: number;
+}
+
+export type WebhookHeaders = Record<string, string>;
+
+export function signWebhook(input: SignWebhookInput): WebhookHeaders {
+  const { scheme, secret, id } = input;
+  const timestamp = String(input.timestamp ?? Math.floor(Date.now() / 1000));
+  if (!/^\d+$/.test(timestamp)) throw new TypeError('timestamp must be a non-negative integer of unix seconds');
+  const body = typeof input.body === 'string' ? Buffer.from(input.body, 'utf8') : input.body;
+  const mac = createHmac('sha256', signingKey(scheme, secret)).update(signedContent(scheme, id, timestamp, body)).digest();
+  const names = SIGNATURE_HEADERS[scheme];
+  const signature = scheme === 'standard-webhooks' ? `v1,${mac.toString('base64')}` : `v1=${mac.toString('hex')}`;
+  return {
+    'content-type': 'application/json',
+    [names.id]: id,
+    [names.timestamp]: timestamp,
+    [names.signature]: signature,
+  };
+}

@@ -1,0 +1,229 @@
+import { describe, expect, it } from 'vitest';
+import { signWebhook } from './sign-webhook.ts';
+import { verifySignature } from './verify-signature.ts';
+import type { VerifySignatureInput } from './verify-signature.ts';
+
+const KAT = {
+  secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+  id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+  timestamp: '1614265330',
+  body: '{"test": 2432232314}',
+  signature: 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+};
+const KAT_NOW = 1614265330;
+
+function verifyKat(overrides: Partial<VerifySignatureInput> = {}, headerOverrides: VerifySignatureInput['headers'] = {}) {
+  return verifySignature({
+    scheme: 'standard-webhooks',
+    secrets: [{ id: 'std-1', value: KAT.secret }],
+    headers: { id: KAT.id, timestamp: KAT.timestamp, signature: KAT.signature, ...headerOverrides },
+    rawBody: Buffer.from(KAT.body),
+    now: KAT_NOW,
+    toleranceSeconds: 300,
+    ...overrides,
+  });
+}
+
+describe('verifySignature, standard-webhooks known-answer vector', () => {
+  it('accepts the vector and reports the secret and skew', () => {
+    expect(verifyKat({ now: KAT_NOW + 12 })).toEqual({
+      ok: true,
+      secretId: 'std-1',
+      timestamp: 1614265330,
+      clockSkewSeconds: 12,
+    });
+  });
+
+  it('accepts the secret without the whsec_ prefix', () => {
+    expect(verifyKat({ secrets: [{ id: 'bare', value: KAT.secret.slice('whsec_'.length) }] })).toMatchObject({
+      ok: true,
+      secretId: 'bare',
+    });
+  });
+
+  it('rejects a wrong id', () => {
+    expect(verifyKat({}, { id: 'msg_p5jXN8AQM9LWM0D4loKWxJeX' })).toEqual({
+      ok: false,
+      reason: 'no_matching_signature',
+      clockSkewSeconds: 0,
+    });
+  });
+
+  it('rejects a wrong timestamp inside the window', () => {
+    expect(verifyKat({}, { timestamp: String(KAT_NOW + 1) })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it('rejects an altered body', () => {
+    expect(verifyKat({ rawBody: Buffer.from('{"test": 2432232315}') })).toMatchObject({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
+  });
+
+  it('rejects a body re-serialised with other whitespace', () => {
+    const reserialised = JSON.stringify(JSON.parse(KAT.body));
+    expect(reserialised).not.toBe(KAT.body);
+    expect(verifyKat({ rawBody: Buffer.from(reserialised) })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it('accepts the edges of the window and rejects beyond them, both directions', () => {
+    expect(verifyKat({ now: KAT_NOW + 300 })).toMatchObject({ ok: true });
+    expect(verifyKat({ now: KAT_NOW - 300 })).toMatchObject({ ok: true });
+    expect(verifyKat({ now: KAT_NOW + 301 })).toEqual({
+      ok: false,
+      reason: 'timestamp_out_of_window',
+      clockSkewSeconds: 301,
+    });
+    expect(verifyKat({ now: KAT_NOW - 301 })).toEqual({
+      ok: false,
+      reason: 'timestamp_out_of_window',
+      clockSkewSeconds: -301,
+    });
+  });
+
+  it('ignores unknown versions: v2 only does not verify', () => {
+    expect(verifyKat({}, { signature: KAT.signature.replace('v1,', 'v2,') })).toEqual({
+      ok: false,
+      reason: 'no_matching_signature',
+      clockSkewSeconds: 0,
+    });
+  });
+
+  it('accepts several signatures when one is valid', () => {
+    const other = 'v1,' + Buffer.alloc(32, 7).toString('base64');
+    const v2 = 'v2,' + Buffer.alloc(32, 1).toString('base64');
+    expect(verifyKat({}, { signature: `${v2} ${other} ${KAT.signature}` })).toMatchObject({ ok: true, secretId: 'std-1' });
+    expect(verifyKat({}, { signature: `${KAT.signature} ${other}` })).toMatchObject({ ok: true });
+  });
+
+  it('does not accept the hex form of the other scheme', () => {
+    const hex = Buffer.from(KAT.signature.slice(3), 'base64').toString('hex');
+    expect(verifyKat({}, { signature: `v1=${hex}` })).toMatchObject({ ok: false, reason: 'malformed_signature' });
+  });
+});
+
+describe('verifySignature, hmac-sha256', () => {
+  const body = Buffer.from('{"event_id":"evt_1","tenant_id":"tenant_acme"}');
+  const now = 1700000000;
+  // printf '%s' '1700000000.{"event_id":"evt_1","tenant_id":"tenant_acme"}' \
+  //   | openssl dgst -sha256 -hmac 'demo-secret-change-me'
+  const signature = 'v1=54e96e0c71008e71336c8e3b33b5471875e6e7135daf8c566e532ed7d1813b54';
+
+  function verify(overrides: Partial<VerifySignatureInput> = {}, headerOverrides: VerifySignatureInput['headers'] = {}) {
+    return verifySignature({
+      scheme: 'hmac-sha256',
+      secrets: [{ id: 'demo-2024', value: 'demo-secret-change-me' }],
+      headers: { id: 'evt_1', timestamp: String(now), signature, ...headerOverrides },
+      rawBody: body,
+      now,
+      toleranceSeconds: 300,
+      ...overrides,
+    });
+  }
+
+  it('accepts the fixed vector', () => {
+    expect(verify()).toEqual({ ok: true, secretId: 'demo-2024', timestamp: now, clockSkewSeconds: 0 });
+  });
+
+  it('accepts upper-case hex', () => {
+    expect(verify({}, { signature: signature.toUpperCase().replace('V1=', 'v1=') })).toMatchObject({ ok: true });
+  });
+
+  it('does not sign the id: hmac-sha256 covers timestamp and body only', () => {
+    expect(verify({}, { id: 'evt_other' })).toMatchObject({ ok: true });
+  });
+
+  it('rejects a body re-serialised with other whitespace', () => {
+    const pretty = Buffer.from(JSON.stringify(JSON.parse(body.toString()), null, 2));
+    expect(verify({ rawBody: pretty })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it.each([
+    ['id', { id: undefined }],
+    ['timestamp', { timestamp: undefined }],
+    ['signature', { signature: undefined }],
+    ['empty signature', { signature: '' }],
+  ])('reports a missing %s header', (_name, headers) => {
+    expect(verify({}, headers)).toEqual({ ok: false, reason: 'missing_header' });
+  });
+
+  it.each(['abc', '-1700000000', '1700000000.5', ' 1700000000', '1e9', '1234567890123456'])(
+    'reports a malformed timestamp %j',
+    (timestamp) => {
+      expect(verify({}, { timestamp })).toEqual({ ok: false, reason: 'malformed_timestamp' });
+    },
+  );
+
+  it.each(['v1=zz', 'v1=' + 'a'.repeat(63), 'sha256=abc', '=abc', 'v1', '   ', Array(17).fill(signature).join(' ')])(
+    'reports a malformed signature %j',
+    (bad) => {
+      expect(verify({}, { signature: bad })).toMatchObject({ ok: false, reason: 'malformed_signature' });
+    },
+  );
+
+  it('ignores v2= entries', () => {
+    expect(verify({}, { signature: `v2=${'0'.repeat(64)}` })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({}, { signature: `v2=${'0'.repeat(64)} ${signature}` })).toMatchObject({ ok: true });
+  });
+
+  it('still verifies when a malformed entry sits beside a valid one', () => {
+    expect(verify({}, { signature: `garbage ${signature}` })).toMatchObject({ ok: true });
+  });
+
+  it('never matches with an empty secret', () => {
+    const signed = signWebhook({ scheme: 'hmac-sha256', secret: 'x', id: 'a', body, timestamp: now });
+    expect(
+      verify({ secrets: [{ id: 'empty', value: '' }] }, { signature: signed['x-webhook-signature'] }),
+    ).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+});
+
+describe('verifySignature, secret rotation', () => {
+  const now = 1_750_000_000;
+  const body = Buffer.from('{"event_id":"evt_rot"}');
+
+  it.each(['hmac-sha256', 'standard-webhooks'] as const)('%s: old and new secrets verify, a removed one fails', (scheme) => {
+    const oldSecret =
+      scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 1).toString('base64') : 'old-secret';
+    const newSecret =
+      scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 2).toString('base64') : 'new-secret';
+    const secrets = [
+      { id: 'old', value: oldSecret },
+      { id: 'new', value: newSecret },
+    ];
+    const verifyWith = (secret: string, active: typeof secrets) => {
+      const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: now });
+      const names = scheme === 'standard-webhooks' ? 'webhook-' : 'x-webhook-';
+      return verifySignature({
+        scheme,
+        secrets: active,
+        headers: { id: headers[`${names}id`], timestamp: headers[`${names}timestamp`], signature: headers[`${names}signature`] },
+        rawBody: body,
+        now,
+        toleranceSeconds: 300,
+      });
+    };
+
+    expect(verifyWith(oldSecret, secrets)).toMatchObject({ ok: true, secretId: 'old' });
+    expect(verifyWith(newSecret, secrets)).toMatchObject({ ok: true, secretId: 'new' });
+    expect(verifyWith(oldSecret, [secrets[1]!])).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it('reports the secret that matched when the sender signs with both', () => {
+    const a = signWebhook({ scheme: 'hmac-sha256', secret: 'a', id: 'e', body, timestamp: now });
+    const b = signWebhook({ scheme: 'hmac-sha256', secret: 'b', id: 'e', body, timestamp: now });
+    const result = verifySignature({
+      scheme: 'hmac-sha256',
+      secrets: [{ id: 'only-b', value: 'b' }],
+      headers: {
+        id: 'e',
+        timestamp: String(now),
+        signature: `${a['x-webhook-signature']} ${b['x-webhook-signature']}`,
+      },
+      rawBody: body,
+      now,
+      toleranceSeconds: 300,
+    });
+    expect(result).toMatchObject({ ok: true, secretId: 'only-b' });
+  });
+});

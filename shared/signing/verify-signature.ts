@@ -1,0 +1,119 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { signedContent, signingKey } from './schemes.ts';
+import type { SignatureScheme } from './schemes.ts';
+
+export interface SigningSecret {
+  id: string;
+  value: string;
+}
+
+export interface VerifySignatureInput {
+  scheme: SignatureScheme;
+  /** Every active secret of the source; all are tried so secrets can rotate. */
+  secrets: readonly SigningSecret[];
+  /** Single header values; the caller rejects repeated headers before this point. */
+  headers: { id?: string | undefined; timestamp?: string | undefined; signature?: string | undefined };
+  rawBody: Uint8Array;
+  /** Unix seconds. */
+  now: number;
+  toleranceSeconds: number;
+}
+
+export type SignatureFailureReason =
+  | 'missing_header'
+  | 'malformed_timestamp'
+  | 'timestamp_out_of_window'
+  | 'malformed_signature'
+  | 'no_matching_signature';
+
+export type VerifySignatureResult =
+  | { ok: true; secretId: string; timestamp: number; clockSkewSeconds: number }
+  | { ok: false; reason: SignatureFailureReason; clockSkewSeconds?: number };
+
+const MAC_BYTES = 32;
+// Bounds the work an attacker can ask for per request (signatures x secrets HMAC compares).
+const MAX_SIGNATURES = 16;
+const TIMESTAMP = /^\d{1,15}$/;
+const HEX_MAC = /^[0-9a-fA-F]{64}$/;
+const BASE64_MAC = /^[A-Za-z0-9+/]{43}=$/;
+
+export function verifySignature(input: VerifySignatureInput): VerifySignatureResult {
+  const { scheme, secrets, headers, rawBody, now, toleranceSeconds } = input;
+  if (!headers.id || !headers.timestamp || !headers.signature) return { ok: false, reason: 'missing_header' };
+
+  if (!TIMESTAMP.test(headers.timestamp)) return { ok: false, reason: 'malformed_timestamp' };
+  const timestamp = Number(headers.timestamp);
+  const clockSkewSeconds = now - timestamp;
+  // Both directions: a far-future timestamp would otherwise stay replayable for longer.
+  if (Math.abs(clockSkewSeconds) > toleranceSeconds) {
+    return { ok: false, reason: 'timestamp_out_of_window', clockSkewSeconds };
+  }
+
+  const parsed = parseSignatures(scheme, headers.signature);
+  if (parsed.candidates.length === 0) {
+    return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', clockSkewSeconds };
+  }
+
+  const content = signedContent(scheme, headers.id, headers.timestamp, rawBody);
+  let matchedSecretId: string | undefined;
+  // No early exit: every secret and every candidate is compared, so timing does not reveal
+  // which secret (or which position in the header) matched.
+  for (const secret of secrets) {
+    const key = keyOrUndefined(scheme, secret.value);
+    if (key === undefined) continue;
+    const expected = createHmac('sha256', key).update(content).digest();
+    for (const candidate of parsed.candidates) {
+      if (timingSafeEqual(expected, candidate) && matchedSecretId === undefined) matchedSecretId = secret.id;
+    }
+  }
+
+  if (matchedSecretId !== undefined) return { ok: true, secretId: matchedSecretId, timestamp, clockSkewSeconds };
+  return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', clockSkewSeconds };
+}
+
+interface ParsedSignatures {
+  candidates: Buffer[];
+  malformed: boolean;
+}
+
+/**
+ * `v1=<hex>` (hmac-sha256) or `v1,<base64>` (standard-webhooks), space-separated. Other
+ * versions are ignored so providers can add them without breaking verification.
+ */
+function parseSignatures(scheme: SignatureScheme, header: string): ParsedSignatures {
+  const separator = scheme === 'standard-webhooks' ? ',' : '=';
+  const entries = header.split(' ').filter((entry) => entry.length > 0);
+  if (entries.length === 0 || entries.length > MAX_SIGNATURES) return { candidates: [], malformed: true };
+
+  const candidates: Buffer[] = [];
+  let malformed = false;
+  for (const entry of entries) {
+    const at = entry.indexOf(separator);
+    const version = at > 0 ? entry.slice(0, at) : '';
+    if (!/^v\d+$/.test(version)) {
+      malformed = true;
+      continue;
+    }
+    if (version !== 'v1') continue;
+    const value = entry.slice(at + 1);
+    if (scheme === 'standard-webhooks' ? BASE64_MAC.test(value) : HEX_MAC.test(value)) {
+      const mac = Buffer.from(value, scheme === 'standard-webhooks' ? 'base64' : 'hex');
+      if (mac.length === MAC_BYTES) candidates.push(mac);
+      else malformed = true;
+    } else {
+      malformed = true;
+    }
+  }
+  return { candidates, malformed };
+}
+
+function keyOrUndefined(scheme: SignatureScheme, value: string): Buffer | undefined {
+  // A secret that cannot be decoded, or is empty, can never yield a trustworthy match;
+  // config validation reports it at start-up, here it simply never matches.
+  try {
+    const key = signingKey(scheme, value);
+    return key.length > 0 ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}

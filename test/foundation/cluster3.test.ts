@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Partitioners, type Kafka } from 'kafkajs';
+import { LocalKafka, threeNodeDefaults } from '../../infra/kafka/local-kafka.ts';
+import { testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+
+// The three-broker variant (replication 3, min.insync.replicas 2) the failover tests build on.
+describe('three-broker local cluster', () => {
+  const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort: 19192 });
+  let kafka: Kafka;
+
+  beforeAll(async () => {
+    cluster.wipe();
+    await cluster.start(120_000);
+    kafka = testKafka(uniqueName('c3'), cluster.brokers);
+  }, 180_000);
+
+  afterAll(async () => {
+    await cluster.stop();
+    cluster.wipe();
+  });
+
+  it('produces with acks=all and consumes on a topic replicated three ways', async () => {
+    const admin = kafka.admin();
+    await admin.connect();
+    const topic = uniqueName('replicated');
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
+    });
+    const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+    for (const p of metadata.topics[0]!.partitions) expect(p.replicas).toHaveLength(3);
+
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    await producer.send({ topic, acks: -1, messages: Array.from({ length: 20 }, (_, i) => ({ key: `k${i}`, value: `v${i}` })) });
+    await producer.disconnect();
+
+    const consumer = kafka.consumer({ groupId: uniqueName('c3-group') });
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    const seen = new Set<string>();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`saw ${seen.size}/20`)), 60_000);
+      consumer
+        .run({
+          eachMessage: async ({ message }) => {
+            seen.add(message.value!.toString());
+            if (seen.size === 20) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
+    });
+    await consumer.disconnect();
+    await admin.disconnect();
+    expect(seen.size).toBe(20);
+  });
+});

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Admin, Kafka } from 'kafkajs';
+import { Partitioners } from 'kafkajs';
+import { testKafka, createTestTopics } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { ensureTopics, topicSpecs } from '../../shared/kafka/topics.ts';
+
+async function consumeN(kafka: Kafka, groupId: string, topic: string, n: number): Promise<string[]> {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInterval: 1000 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  const seen: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`only ${seen.length}/${n} records within 30 s`)), 30_000);
+    consumer
+      .run({
+        autoCommit: false,
+        eachMessage: async ({ message, partition }) => {
+          seen.push(message.value!.toString());
+          await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
+          if (seen.length === n) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      })
+      .catch(reject);
+  });
+  await consumer.disconnect();
+  return seen.sort();
+}
+
+describe('the real Kafka broker', () => {
+  let kafka: Kafka;
+  let admin: Admin;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    admin = kafka.admin();
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin.disconnect();
+  });
+
+  it('creates the topic set idempotently, with a compacted applied topic', async () => {
+    const { settings, names } = await createTestTopics(kafka);
+    const again = await ensureTopics(admin, topicSpecs(settings), 1);
+    expect(again.created).toEqual([]);
+    expect(again.existing).toHaveLength(2 + settings.retryLevels + 1);
+    const metadata = await admin.fetchTopicMetadata({ topics: [names.events] });
+    expect(metadata.topics[0]!.partitions).toHaveLength(3);
+    const configs = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: 2, name: names.applied, configNames: ['cleanup.policy'] }],
+    });
+    expect(configs.resources[0]!.configEntries[0]!.configValue).toBe('compact');
+  });
+
+  it('never auto-creates a topic on produce', async () => {
+    const producer = kafka.producer({ allowAutoTopicCreation: true, retry: { retries: 1 } });
+    await producer.connect();
+    const ghost = uniqueName('ghost');
+    await expect(producer.send({ topic: ghost, messages: [{ value: 'x' }] })).rejects.toThrow();
+    await producer.disconnect();
+    expect(await admin.listTopics()).not.toContain(ghost);
+  });
+
+  it('a group commits offsets, setOffsets rewinds it, and the records are read again', async () => {
+    const { names } = await createTestTopics(kafka);
+    const topic = names.events;
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    const values = Array.from({ length: 30 }, (_, i) => `record-${String(i).padStart(2, '0')}`);
+    await producer.send({ topic, acks: -1, messages: values.map((v, i) => ({ key: `k${i % 7}`, value: v })) });
+    await producer.disconnect();
+
+    const groupId = uniqueName('group');
+    expect(await consumeN(kafka, groupId, topic, 30)).toEqual(values);
+
+    const committed = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const total = committed[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0);
+    expect(total).toBe(30);
+
+    // The group is empty now (its only member left), which setOffsets requires.
+    const earliest = await admin.fetchTopicOffsets(topic);
+    await admin.setOffsets({ groupId, topic, partitions: earliest.map((p) => ({ partition: p.partition, offset: p.low })) });
+    expect(await consumeN(kafka, groupId, topic, 30)).toEqual(values);
+  });
+});
