@@ -1,0 +1,202 @@
+import { describe, expect, it } from 'vitest';
+import { eventAction, resourceKey } from './envelope.ts';
+import { findDuplicateKey, parseEvent } from './parse-event.ts';
+import type { ParseErrorCode } from './parse-event.ts';
+import { sampleThemeEvent } from './sample.ts';
+
+const encode = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+function expectCode(bytes: Uint8Array, code: ParseErrorCode) {
+  const result = parseEvent(bytes);
+  expect(result.ok ? 'ok' : result.code, result.ok ? '' : result.message).toBe(code);
+  return result;
+}
+
+function withData(patch: (data: Record<string, any>) => void) {
+  const event = sampleThemeEvent();
+  patch(event.data as Record<string, any>);
+  return encode(event);
+}
+
+describe('parseEvent: valid events', () => {
+  it('accepts the sample theme event and hashes the raw bytes', () => {
+    const bytes = encode(sampleThemeEvent({ event_id: 'evt_1' }));
+    const result = parseEvent(bytes);
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.envelope.event_id).toBe('evt_1');
+    expect(result.bodySha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(parseEvent(new Uint8Array(bytes)).bodySha256).toBe(result.bodySha256);
+  });
+
+  it('accepts theme.created with minimal data and an offset timestamp', () => {
+    const event = sampleThemeEvent({
+      event_type: 'theme.created',
+      occurred_at: '2025-03-01T10:15:30.123+01:00',
+      idempotency_key: 'editor-save-42',
+      data: {
+        slug: 'plain',
+        name: 'Plain',
+        status: 'draft',
+        palette: { primary: '#000000', background: '#ffffff', text: '#111111' },
+        layout: { clockStyle: 'analog', showSeconds: false, timezone: 'UTC' },
+        assets: [],
+      },
+    });
+    delete event.delivery_attempt;
+    expect(parseEvent(encode(event)).ok).toBe(true);
+  });
+
+  it.each([undefined, {}])('accepts theme.deleted with data %j', (data) => {
+    const event = sampleThemeEvent({ event_type: 'theme.deleted', data });
+    const result = parseEvent(encode(event));
+    expect(result.ok).toBe(true);
+    if (result.ok) expect(eventAction(result.envelope)).toBe('delete');
+  });
+
+  it.each(['Etc/UTC', 'America/Argentina/Buenos_Aires', 'US/Eastern', 'Asia/Kolkata'])('accepts timezone %s', (timezone) => {
+    expect(parseEvent(withData((d) => (d['layout'].timezone = timezone))).ok).toBe(true);
+  });
+});
+
+describe('parseEvent: byte and JSON level', () => {
+  it('rejects invalid UTF-8 instead of replacing it', () => {
+    const bytes = Buffer.concat([Buffer.from('{"event_id":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+    expectCode(bytes, 'invalid_utf8');
+    expectCode(Buffer.from([0xed, 0xa0, 0x80]), 'invalid_utf8'); // encoded lone surrogate
+  });
+
+  it('rejects a UTF-8 byte order mark', () => {
+    expectCode(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), encode(sampleThemeEvent())]), 'invalid_json');
+  });
+
+  it.each(['', '{', '{"a":1,}', "{'a':1}", 'NaN', '{"a":1} x'])('rejects invalid JSON %j without echoing it', (text) => {
+    const result = expectCode(Buffer.from(text), 'invalid_json');
+    expect(result.ok ? '' : result.message).toBe('body is not valid JSON');
+  });
+
+  it('rejects duplicate keys, also when one is escaped', () => {
+    const event = JSON.stringify(sampleThemeEvent({ tenant_id: 'tenant_acme' }));
+    expectCode(Buffer.from(event.replace('{', '{"tenant_id":"tenant_evil",')), 'invalid_json');
+    expectCode(Buffer.from(event.replace('{', '{"tenant\\u005fid":"tenant_evil",')), 'invalid_json');
+  });
+
+  it('rejects nesting deeper than the limit, and honours a configured limit', () => {
+    const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    expectCode(Buffer.from(deep(33)), 'too_deep');
+    expectCode(Buffer.from(deep(100_000)), 'too_deep');
+    expectCode(Buffer.from(deep(32)), 'invalid_envelope');
+    const nested = withData((d) => (d['assets'] = [{ a: { b: { c: {} } } }]));
+    expect(parseEvent(nested, { maxDepth: 5 })).toMatchObject({ ok: false, code: 'too_deep' });
+  });
+
+  it.each(['__proto__', 'constructor', 'prototype'])('rejects the key %s anywhere', (key) => {
+    const top = JSON.stringify(sampleThemeEvent()).replace('{', `{"${key}":{"polluted":true},`);
+    expectCode(Buffer.from(top), 'forbidden_key');
+    const nested = JSON.stringify(sampleThemeEvent()).replace('"palette":{', `"palette":{"${key}":1,`);
+    expectCode(Buffer.from(nested), 'forbidden_key');
+    const inArray = JSON.stringify(sampleThemeEvent()).replace('"assets":[', `"assets":[{"${key}":1},`);
+    expectCode(Buffer.from(inArray), 'forbidden_key');
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  });
+});
+
+describe('parseEvent: envelope', () => {
+  it.each([2, 0, 99])('reports event_version %s as unknown, whatever the rest looks like', (version) => {
+    expectCode(encode({ ...sampleThemeEvent(), event_version: version }), 'unknown_event_version');
+    expectCode(encode({ event_version: version, payload: 'v2 shape' }), 'unknown_event_version');
+  });
+
+  it.each([
+    ['missing event_version', (e: any) => delete e.event_version],
+    ['string event_version', (e: any) => (e.event_version = '1')],
+    ['empty event_id', (e: any) => (e.event_id = '')],
+    ['long event_id', (e: any) => (e.event_id = 'x'.repeat(201))],
+    ['event_type without action', (e: any) => (e.event_type = 'theme')],
+    ['upper-case event_type', (e: any) => (e.event_type = 'Theme.Updated')],
+    ['occurred_at without offset', (e: any) => (e.occurred_at = '2025-01-01T10:00:00')],
+    ['occurred_at as date only', (e: any) => (e.occurred_at = '2025-01-01')],
+    ['delivery_attempt 0', (e: any) => (e.delivery_attempt = 0)],
+    ['delivery_attempt 1.5', (e: any) => (e.delivery_attempt = 1.5)],
+    ['tenant_id with a slash', (e: any) => (e.tenant_id = 'tenant/acme')],
+    ['empty tenant_id', (e: any) => (e.tenant_id = '')],
+    ['resource id with a space', (e: any) => (e.resource.id = 'theme 1')],
+    ['negative version', (e: any) => (e.resource.version = -1)],
+    ['unsafe version', (e: any) => (e.resource.version = 2 ** 53)],
+    ['unknown top-level key', (e: any) => (e.extra = true)],
+    ['unknown resource key', (e: any) => (e.resource.owner = 'x')],
+    ['resource type differing from event_type', (e: any) => (e.resource.type = 'font')],
+    ['upsert without data', (e: any) => delete e.data],
+    ['data as an array', (e: any) => (e.data = [])],
+    ['resource type without a data contract', (e: any) => ((e.event_type = 'font.updated'), (e.resource.type = 'font'))],
+  ])('rejects %s as invalid_envelope', (_name, mutate) => {
+    const event: any = sampleThemeEvent();
+    mutate(event);
+    expectCode(encode(event), 'invalid_envelope');
+  });
+
+  it.each([[], 'x', null, 1])('rejects a non-object body %j as invalid_envelope', (value) => {
+    expectCode(encode(value), 'invalid_envelope');
+  });
+
+  it('names the failing path in the message', () => {
+    const event: any = sampleThemeEvent();
+    event.resource.version = -1;
+    const result = parseEvent(encode(event));
+    expect(result.ok ? '' : result.message).toContain('resource.version');
+  });
+});
+
+describe('parseEvent: theme data', () => {
+  it.each([
+    ['bad colour', (d: any) => (d.palette.primary = '#12345')],
+    ['named colour', (d: any) => (d.palette.text = 'white')],
+    ['colour with alpha', (d: any) => (d.palette.accent = '#11223344')],
+    ['missing required colour', (d: any) => delete d.palette.background],
+    ['unknown palette key', (d: any) => (d.palette.border = '#000000')],
+    ['bad timezone', (d: any) => (d.layout.timezone = 'Mars/Olympus_Mons')],
+    ['lower-case timezone', (d: any) => (d.layout.timezone = 'europe/berlin')],
+    ['offset as timezone', (d: any) => (d.layout.timezone = '+01:00')],
+    ['bad clockStyle', (d: any) => (d.layout.clockStyle = 'sundial')],
+    ['string showSeconds', (d: any) => (d.layout.showSeconds = 'true')],
+    ['bad status', (d: any) => (d.status = 'live')],
+    ['non-kebab slug', (d: any) => (d.slug = 'Aurora_Night')],
+    ['empty name', (d: any) => (d.name = '')],
+    ['http asset', (d: any) => (d.assets[0].url = 'http://cdn.example.com/a.png')],
+    ['upper-case sha256', (d: any) => (d.assets[0].sha256 = d.assets[0].sha256.toUpperCase())],
+    ['short sha256', (d: any) => (d.assets[0].sha256 = 'abc')],
+    ['bad asset type', (d: any) => (d.assets[0].type = 'video')],
+    ['too many assets', (d: any) => (d.assets = Array(101).fill(d.assets[0]))],
+    ['unknown data key', (d: any) => (d.extra = 1)],
+  ])('rejects %s as invalid_data', (_name, mutate) => {
+    const result = expectCode(withData(mutate), 'invalid_data');
+    expect(result.ok ? '' : result.message).toMatch(/^data[.:]/);
+  });
+
+  it('rejects non-empty data on theme.deleted', () => {
+    expectCode(encode(sampleThemeEvent({ event_type: 'theme.deleted' })), 'invalid_data');
+  });
+});
+
+describe('helpers', () => {
+  it('builds the Kafka key and the action', () => {
+    const event = sampleThemeEvent({ tenant_id: 'tenant_acme', resource: { id: 'theme_1', version: 3 } });
+    expect(resourceKey(event)).toBe('tenant_acme/theme/theme_1');
+    expect(eventAction(event)).toBe('upsert');
+    expect(eventAction({ event_type: 'theme.created' })).toBe('upsert');
+    expect(eventAction({ event_type: 'theme.deleted' })).toBe('delete');
+  });
+
+  it('sampleThemeEvent gives fresh event ids and applies overrides', () => {
+    const a = sampleThemeEvent();
+    const b = sampleThemeEvent({ resource: { version: 7 } });
+    expect(a.event_id).not.toBe(b.event_id);
+    expect(b.resource).toEqual({ type: 'theme', id: a.resource.id, version: 7 });
+  });
+
+  it('findDuplicateKey ignores equal keys in sibling objects and strings that look like keys', () => {
+    expect(findDuplicateKey('{"a":{"b":1},"c":{"b":2},"d":["a","a"],"e":"a:"}')).toBeUndefined();
+    expect(findDuplicateKey('{"a":{"b":1,"b":2}}')).toBe('b');
+    expect(findDuplicateKey('{"q\\"":1 , "q\\"" : 2}')).toBe('q"');
+  });
+});
