@@ -53,9 +53,10 @@ async function startPostgres(): Promise<string> {
   return url;
 }
 
+// Each service reads ADMIN_PORT; running them side by side, each gets its own.
 const services = [
-  { name: 'ingress', main: 'services/ingress/main.ts' },
-  { name: 'worker', main: 'services/worker/main.ts' },
+  { name: 'ingress', main: 'services/ingress/main.ts', env: { ADMIN_PORT: process.env.INGRESS_ADMIN_PORT ?? '9464' } },
+  { name: 'worker', main: 'services/worker/main.ts', env: { ADMIN_PORT: process.env.WORKER_ADMIN_PORT ?? '9465' } },
 ];
 
 function startService(name: string, main: string, env: NodeJS.ProcessEnv): void {
@@ -111,7 +112,7 @@ try {
   await pool.end();
   log(`migrations ready (${applied.length} applied)`);
   const env = { ...process.env, KAFKA_BROKERS: brokers, DATABASE_URL: databaseUrl };
-  for (const s of services) startService(s.name, s.main, env);
+  for (const s of services) startService(s.name, s.main, { ...env, ...s.env });
   log('bridge is up; Ctrl-C stops it');
 } catch (error) {
   logger.fatal({ err: error }, 'start-up failed');
