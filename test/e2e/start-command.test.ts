@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import { readFileSync } from 'node:fs';
+import { inject } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { freePort } from '../helpers/ports.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { testKafka, testBrokers } from '../helpers/kafka.ts';
+import { repoRoot } from '../../infra/paths.ts';
+import { brokerReady, portOpen } from '../../infra/kafka/local-kafka.ts';
+import { signWebhook } from '../../shared/signing/index.ts';
+import { sampleThemeEvent } from '../../shared/contract/index.ts';
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await fn();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+// The README's start command, end to end: topics, migrations, ingress and worker from one process;
+// a signed webhook becomes state and an applied record; Ctrl-C stops the services and nothing else.
+describe('npm start (infra/up.ts)', () => {
+  let db: TestDatabase;
+  let up: ChildProcess;
+  let output = '';
+  const base = uniqueName('up');
+  const ports = { public: 0, ingressAdmin: 0, workerAdmin: 0 };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    ports.public = await freePort();
+    ports.ingressAdmin = await freePort();
+    ports.workerAdmin = await freePort();
+    up = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'up.ts')], {
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        KAFKA_BROKERS: inject('kafkaBrokers'),
+        DATABASE_URL: db.url,
+        TOPIC_EVENTS: `${base}.events`,
+        TOPIC_APPLIED: `${base}.applied`,
+        TOPIC_EVENTS_PARTITIONS: '3',
+        CONSUMER_GROUP: `${base}-applier`,
+        PORT: String(ports.public),
+        INGRESS_ADMIN_PORT: String(ports.ingressAdmin),
+        WORKER_ADMIN_PORT: String(ports.workerAdmin),
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    up.stdout!.on('data', (d) => (output += d));
+    up.stderr!.on('data', (d) => (output += d));
+  });
+
+  afterAll(async () => {
+    if (up.exitCode === null) up.kill('SIGKILL');
+    await db.drop();
+  });
+
+  it('brings the bridge up, applies a signed webhook, and stops cleanly on SIGINT', async () => {
+    await until('ingress readiness', async () => {
+      const res = await fetch(`http://127.0.0.1:${ports.ingressAdmin}/readyz`);
+      return res.ok ? true : undefined;
+    });
+    await until('worker readiness', async () => {
+      const res = await fetch(`http://127.0.0.1:${ports.workerAdmin}/readyz`);
+      return res.ok ? true : undefined;
+    });
+
+    const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
+    const event = sampleThemeEvent();
+    const body = JSON.stringify(event);
+    const headers = signWebhook({ scheme: 'hmac-sha256', secret: devEnv.DEMO_SECRET!, body, id: event.event_id });
+    const res = await fetch(`http://127.0.0.1:${ports.public}/webhooks/demo`, { method: 'POST', headers, body });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toEqual({ status: 'accepted', event_id: event.event_id });
+
+    const state = await until('the applied state', async () => {
+      const { rows } = await db.pool.query(
+        'SELECT version, deleted, data FROM resource_state WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3',
+        [event.tenant_id, event.resource.type, event.resource.id],
+      );
+      return rows[0];
+    });
+    expect(Number(state.version)).toBe(event.resource.version);
+    expect(state.data).toEqual(event.data);
+
+    // The applied record reaches the applied topic (the outbox relay published it).
+    const kafka = testKafka();
+    const consumer = kafka.consumer({ groupId: uniqueName('up-reader') });
+    await consumer.connect();
+    await consumer.subscribe({ topic: `${base}.applied`, fromBeginning: true });
+    const applied = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no applied record')), 30_000);
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          clearTimeout(timer);
+          resolve(JSON.parse(message.value!.toString()));
+        },
+      });
+    });
+    await consumer.disconnect();
+    expect(applied).toMatchObject({ event_id: event.event_id, action: 'upsert', resource: event.resource });
+
+    up.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => up.once('exit', (c) => resolve(c)));
+    expect(code, output).toBe(0);
+    expect(await portOpen(ports.public)).toBe(false);
+    expect(await portOpen(ports.ingressAdmin)).toBe(false);
+    expect(await portOpen(ports.workerAdmin)).toBe(false);
+    // It used KAFKA_BROKERS, so it started no broker and must have stopped none.
+    expect(await brokerReady(testBrokers())).toBe(true);
+  });
+});

@@ -1,0 +1,25 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { LocalKafka, brokerReady } from '../../infra/kafka/local-kafka.ts';
+
+describe('local Kafka lifecycle', () => {
+  const options = { name: `lifecycle-${process.pid}`, nodes: 1 as const, basePort: 29192 };
+  const first = new LocalKafka(options);
+  afterAll(async () => {
+    await first.stop();
+    first.wipe();
+  });
+
+  it('reuses a running broker and stops only what it started', async () => {
+    first.wipe();
+    expect(await first.start()).toEqual({ started: [1], reused: [] });
+
+    // A second start (another `npm start`, another test run) finds it running and reuses it.
+    const second = new LocalKafka(options);
+    expect(await second.start()).toEqual({ started: [], reused: [1] });
+    await second.stop();
+    expect(await brokerReady(first.brokers)).toBe(true);
+
+    await first.stop();
+    expect(await brokerReady(first.brokers)).toBe(false);
+  });
+});
