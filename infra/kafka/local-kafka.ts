@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { cacheDir, repoRoot } from '../paths.ts';
@@ -174,7 +175,7 @@ export class LocalKafka {
     mkdirSync(spec.dir, { recursive: true });
     const props = path.join(spec.dir, 'server.properties');
     writeFileSync(props, this.properties(spec));
-    this.clusterId ??= this.readOrCreateClusterId(jars);
+    this.clusterId ??= this.readOrCreateClusterId();
     const result = spawnSync(
       'java',
       ['-cp', `${jars}/*`, 'kafka.tools.StorageTool', 'format', '-t', this.clusterId, '-c', props, '--ignore-formatted'],
@@ -183,12 +184,13 @@ export class LocalKafka {
     if (result.status !== 0) throw new Error(`kafka storage format failed: ${result.stderr || result.stdout}`);
   }
 
-  private readOrCreateClusterId(jars: string): string {
+  private readOrCreateClusterId(): string {
     const file = path.join(cacheDir, 'kafka', 'data', this.options.name, 'cluster-id');
     if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-    const result = spawnSync('java', ['-cp', `${jars}/*`, 'kafka.tools.StorageTool', 'random-uuid'], { encoding: 'utf8' });
-    if (result.status !== 0) throw new Error(`kafka random-uuid failed: ${result.stderr}`);
-    const id = result.stdout.trim().split('\n').pop()!.trim();
+    // Same format as `kafka-storage random-uuid` (a base64url Uuid), without starting a JVM for it.
+    // Like Kafka's Uuid.randomUuid, never start with '-', which a command line would read as a flag.
+    let id = randomBytes(16).toString('base64url');
+    while (id.startsWith('-')) id = randomBytes(16).toString('base64url');
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, id);
     return id;
