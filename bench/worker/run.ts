@@ -1,0 +1,221 @@
+// npm run bench:worker: 200,000 events over 20,000 resources (10% duplicates, 10% stale) preloaded
+// to a fresh topic; the worker is timed from its first fetched batch to its last offset commit.
+// The ceiling drives the same apply path (same SQL, same batch size, same parallelism) straight
+// at Postgres with a plain pg pool, no Kafka. Results go to bench/results/worker.md.
+import { spawn } from 'node:child_process';
+import { writeFile, mkdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Partitioners } from 'kafkajs';
+import pg from 'pg';
+import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { repoRoot } from '../../infra/paths.ts';
+import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { migrate } from '../../shared/db/migrate.ts';
+import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '../../shared/kafka/topics.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
+import { buildDataset } from './dataset.ts';
+
+const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 20_000);
+const BATCH_SIZE = Number(process.env.BENCH_BATCH_SIZE ?? 500);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 3);
+const PARTITIONS = 12;
+const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
+const logger = createLogger({ name: 'bench-worker', level: 'warn' });
+const log = (line: string) => console.error(`[bench:worker] ${line}`);
+
+async function freshDatabase(adminUrl: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = withDatabase(adminUrl, name);
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  await migrate(pool);
+  await pool.end();
+  return url;
+}
+
+async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.end();
+}
+
+async function tableCounts(url: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  const { rows } = await pool.query(
+    `SELECT (SELECT count(*)::int FROM resource_state) AS resources,
+            (SELECT count(*)::int FROM inbox_events) AS inbox,
+            (SELECT count(*)::int FROM applied_outbox) AS outbox`,
+  );
+  await pool.end();
+  return rows[0] as { resources: number; inbox: number; outbox: number };
+}
+
+const loadBefore = os.loadavg();
+const postgres = await resolvePostgres(log);
+const kafka = createKafka({ brokers, clientId: 'bench-worker', logger });
+const stamp = Date.now().toString(36);
+const settings: TopicSettings = {
+  events: `bench.worker.${stamp}.events`,
+  applied: `bench.worker.${stamp}.applied`,
+  eventsPartitions: PARTITIONS,
+  retryLevels: 4,
+  replicationFactor: 1,
+  minInsyncReplicas: 1,
+};
+const admin = kafka.admin();
+await admin.connect();
+await ensureTopics(admin, topicSpecs(settings), 1);
+
+const dataset = buildDataset(RESOURCES);
+log(`preloading ${dataset.events.length} events over ${RESOURCES} resources to ${settings.events}`);
+const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+await producer.connect();
+const preloadStart = performance.now();
+for (let i = 0; i < dataset.events.length; i += 5000) {
+  await producer.send({ topic: settings.events, acks: -1, messages: dataset.events.slice(i, i + 5000) });
+}
+await producer.disconnect();
+log(`preloaded in ${((performance.now() - preloadStart) / 1000).toFixed(1)} s`);
+const ends = Object.fromEntries((await admin.fetchTopicOffsets(settings.events)).map((o) => [o.partition, Number(o.high)]));
+const partitionOf = new Map<string, number>();
+{
+  // The ceiling feeds each partition's records in the same order the worker sees them.
+  const reader = kafka.consumer({ groupId: `bench-reader-${stamp}` });
+  await reader.connect();
+  await reader.subscribe({ topics: [settings.events], fromBeginning: true });
+  let seen = 0;
+  await new Promise<void>((resolve) => {
+    void reader.run({
+      eachBatch: async ({ batch }) => {
+        for (const m of batch.messages) partitionOf.set(m.key!.toString(), batch.partition);
+        seen += batch.messages.length;
+        if (seen >= dataset.events.length) resolve();
+      },
+    });
+  });
+  await reader.disconnect();
+}
+await admin.disconnect();
+
+// 1. The worker, in a child process.
+const workerDb = `bench_worker_${stamp}`;
+const workerUrl = await freshDatabase(postgres.adminUrl, workerDb);
+log('running the worker');
+const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')], {
+  cwd: repoRoot,
+  env: {
+    ...process.env,
+    KAFKA_BROKERS: brokers.join(','),
+    DATABASE_URL: workerUrl,
+    TOPIC_EVENTS: settings.events,
+    TOPIC_APPLIED: settings.applied,
+    TOPIC_RETRY_LEVELS: String(topicNames(settings).retries.length),
+    CONSUMER_GROUP: `bench-applier-${stamp}`,
+    WORKER_BATCH_SIZE: String(BATCH_SIZE),
+    WORKER_PARTITIONS_CONCURRENCY: String(CONCURRENCY),
+    LOG_LEVEL: 'info',
+    BENCH_END_OFFSETS: JSON.stringify(ends),
+  },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+let childOut = '';
+child.stdout.on('data', (d: Buffer) => (childOut += d.toString()));
+const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+if (code !== 0) throw new Error(`worker child exited ${code}: ${childOut}`);
+const workerRun = JSON.parse(childOut.trim().split('\n').at(-1)!) as {
+  consumedMs: number;
+  drainedMs: number;
+  rssAtCommitMb: number;
+  peakRssMb: number;
+  outcomes: Record<string, number>;
+};
+const workerCounts = await tableCounts(workerUrl);
+
+// 2. The ceiling: same apply path, no Kafka.
+const ceilingDb = `bench_ceiling_${stamp}`;
+const ceilingUrl = await freshDatabase(postgres.adminUrl, ceilingDb);
+log('running the ceiling (apply path straight at Postgres)');
+const lanes: SourceRecord[][][] = Array.from({ length: PARTITIONS }, () => []);
+{
+  const perPartition: SourceRecord[][] = Array.from({ length: PARTITIONS }, () => []);
+  const now = String(Date.now());
+  for (const e of dataset.events) {
+    const partition = partitionOf.get(e.key)!;
+    const list = perPartition[partition]!;
+    list.push({ topic: settings.events, partition, offset: String(list.length), key: e.key, value: Buffer.from(e.value), timestamp: now, headers: {} });
+  }
+  perPartition.forEach((records, p) => {
+    for (let i = 0; i < records.length; i += BATCH_SIZE) lanes[p]!.push(records.slice(i, i + BATCH_SIZE));
+  });
+}
+const ceilingPool = createPool({ url: ceilingUrl, max: 10, applicationName: 'bench-ceiling' });
+const applier = new SnapshotApplier({ pool: ceilingPool });
+const queue = lanes.map((chunks, p) => ({ p, chunks }));
+const ceilingStart = performance.now();
+await Promise.all(
+  Array.from({ length: CONCURRENCY }, async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) for (const chunk of next.chunks) await applier.applyBatch(chunk);
+  }),
+);
+const ceilingMs = performance.now() - ceilingStart;
+await ceilingPool.end();
+const ceilingCounts = await tableCounts(ceilingUrl);
+
+const events = dataset.events.length;
+const workerRate = events / (workerRun.consumedMs / 1000);
+const ceilingRate = events / (ceilingMs / 1000);
+const pgVersion = await (async () => {
+  const c = new pg.Client({ connectionString: postgres.adminUrl });
+  await c.connect();
+  const { rows } = await c.query<{ server_version: string }>('SHOW server_version');
+  await c.end();
+  return rows[0]!.server_version;
+})();
+const kafkaVersion = (await import('../../infra/kafka/local-kafka.ts')).KAFKA_VERSION;
+const pkg = (await import('../../package.json', { with: { type: 'json' } })).default as { dependencies: Record<string, string> };
+
+const report = `# Worker benchmark
+
+Command: \`npm run bench:worker\` (bench/worker/run.ts). Run: ${new Date().toISOString()}.
+
+Machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}.
+Versions: Node ${process.version}, kafkajs ${pkg.dependencies['kafkajs']}, pg ${pkg.dependencies['pg']}, PostgreSQL ${pgVersion} (${postgres.origin}),
+Apache Kafka ${kafkaVersion} (single local broker, ${brokers.join(',')}). Broker, Postgres and the worker share the machine.
+Load average (1 min) before the run: ${loadBefore[0]!.toFixed(1)}, after: ${os.loadavg()[0]!.toFixed(1)} (other processes were running on the machine when this is well above 0).
+
+Workload: ${events.toLocaleString('en')} events over ${RESOURCES.toLocaleString('en')} resources (${dataset.duplicates.toLocaleString('en')} exact redeliveries = 10%,
+${dataset.stale.toLocaleString('en')} stale versions = 10%), ~${dataset.events[0]!.value.length} bytes each, preloaded to a fresh ${PARTITIONS}-partition topic.
+Worker settings: WORKER_BATCH_SIZE=${BATCH_SIZE}, WORKER_PARTITIONS_CONCURRENCY=${CONCURRENCY}, one worker process, per-event pino logs at info
+(serialised, written to /dev/null), outbox relay running in the same process.
+
+| run | time | events/s | notes |
+|---|---|---|---|
+| worker: first fetched batch -> last offset commit | ${(workerRun.consumedMs / 1000).toFixed(2)} s | **${Math.round(workerRate).toLocaleString('en')}** | peak RSS ${workerRun.peakRssMb.toFixed(0)} MB (${workerRun.rssAtCommitMb.toFixed(0)} MB at the last commit) |
+| worker: first fetch -> applied topic fully published | ${(workerRun.drainedMs / 1000).toFixed(2)} s | ${Math.round(events / (workerRun.drainedMs / 1000)).toLocaleString('en')} | relay publishes ${workerCounts.outbox.toLocaleString('en')} applied records |
+| ceiling: same apply path (parse + same SQL, batch ${BATCH_SIZE}, ${CONCURRENCY} lanes) straight at Postgres, no Kafka | ${(ceilingMs / 1000).toFixed(2)} s | ${Math.round(ceilingRate).toLocaleString('en')} | |
+
+Worker / ceiling: **${((workerRate / ceilingRate) * 100).toFixed(0)}%** (target >= 50%); target >= 10,000 events/s: ${workerRate >= 10_000 ? 'met' : 'NOT met'}.
+
+Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
+Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
+`;
+await mkdir(path.join(repoRoot, 'bench/results'), { recursive: true });
+await writeFile(path.join(repoRoot, 'bench/results/worker.md'), report);
+console.log(report);
+
+if (process.env.BENCH_KEEP !== '1') {
+  await dropDatabase(postgres.adminUrl, workerDb);
+  await dropDatabase(postgres.adminUrl, ceilingDb);
+  const cleanup = kafka.admin();
+  await cleanup.connect();
+  await cleanup.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});
+  await cleanup.disconnect();
+}
+await postgres.stop();

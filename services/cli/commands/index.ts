@@ -1,0 +1,22 @@
+import type { CommandSpec } from '../command.ts';
+import { dlqList, dlqReplay, dlqShow } from './dlq.ts';
+import { lagCommand } from './lag.ts';
+import { migrateCommand } from './migrate.ts';
+import { offsetsReset } from './offsets.ts';
+import { reprocessCommand } from './reprocess.ts';
+import { sendCommand } from './send.ts';
+import { topicsCreate } from './topics.ts';
+import { traceCommand } from './trace.ts';
+
+export const allCommands: CommandSpec[] = [
+  topicsCreate,
+  migrateCommand,
+  offsetsReset,
+  lagCommand,
+  reprocessCommand,
+  traceCommand,
+  dlqList,
+  dlqShow,
+  dlqReplay,
+  sendCommand,
+];

@@ -1,0 +1,109 @@
+import type { IHeaders, KafkaMessage } from 'kafkajs';
+import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '../../shared/failures/index.ts';
+
+/** Header the ingress puts on every record it produces. */
+export const EVENT_ID_HEADER = 'event-id';
+/** Added to a replayed record: where in the DLQ it came from (kept if it is dead-lettered again). */
+export const REPLAYED_FROM_HEADER = 'replayed-from';
+
+export interface DlqEntry {
+  partition: number;
+  offset: string;
+  /** Broker timestamp of the DLQ record, ms. */
+  timestamp: number;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: IHeaders;
+  eventId: string | null;
+  info: DeadLetterInfo | null;
+  /** Why the DLQ headers could not be decoded, when they could not. */
+  problem: string | null;
+}
+
+function bodyEventId(value: Buffer | null): string | null {
+  if (!value) return null;
+  try {
+    const parsed = JSON.parse(value.toString('utf8')) as { event_id?: unknown };
+    return typeof parsed.event_id === 'string' ? parsed.event_id : null;
+  } catch {
+    return null;
+  }
+}
+
+export function toDlqEntry(partition: number, message: KafkaMessage): DlqEntry {
+  const headers = message.headers ?? {};
+  const decoded = decodeDeadLetterInfo(headers);
+  return {
+    partition,
+    offset: message.offset,
+    timestamp: Number(message.timestamp),
+    key: message.key,
+    value: message.value,
+    headers,
+    // The header is what the ingress vouched for; the body is the fallback for records from elsewhere.
+    eventId: headerText(headers, EVENT_ID_HEADER) ?? bodyEventId(message.value),
+    info: decoded.ok ? decoded.info : null,
+    problem: decoded.ok ? null : decoded.problem,
+  };
+}
+
+export function deadLetteredAt(entry: DlqEntry): number {
+  return entry.info ? entry.info.deadLetteredAt.getTime() : entry.timestamp;
+}
+
+export function entryReason(entry: DlqEntry): string {
+  return entry.info?.reason ?? headerText(entry.headers, 'dlq-reason') ?? 'unknown';
+}
+
+export interface DlqFilter {
+  since?: number;
+  reason?: string;
+}
+
+export function filterEntries(entries: DlqEntry[], filter: DlqFilter): DlqEntry[] {
+  return entries.filter((e) => (filter.since === undefined || deadLetteredAt(e) >= filter.since) && (filter.reason === undefined || entryReason(e) === filter.reason));
+}
+
+export type DlqRef = { kind: 'coordinates'; partition: number; offset: string } | { kind: 'event'; eventId: string };
+
+export function parseDlqRef(text: string): DlqRef {
+  const m = /^(\d+):(\d+)$/.exec(text);
+  return m ? { kind: 'coordinates', partition: Number(m[1]), offset: m[2]! } : { kind: 'event', eventId: text };
+}
+
+export function matchesRef(entry: DlqEntry, ref: DlqRef): boolean {
+  return ref.kind === 'coordinates' ? entry.partition === ref.partition && entry.offset === ref.offset : entry.eventId === ref.eventId;
+}
+
+/**
+ * One record per event, the most recently dead-lettered: an event dead-lettered twice is replayed once.
+ * Records without an event id are kept one by one.
+ */
+export function latestPerEvent(entries: DlqEntry[]): DlqEntry[] {
+  const byEvent = new Map<string, DlqEntry>();
+  const anonymous: DlqEntry[] = [];
+  for (const e of entries) {
+    if (e.eventId === null) {
+      anonymous.push(e);
+      continue;
+    }
+    const seen = byEvent.get(e.eventId);
+    if (!seen || deadLetteredAt(e) >= deadLetteredAt(seen)) byEvent.set(e.eventId, e);
+  }
+  return [...byEvent.values(), ...anonymous].sort((a, b) => deadLetteredAt(a) - deadLetteredAt(b));
+}
+
+/** What goes back to the events topic: the original key, body and ingress headers, no failure bookkeeping. */
+export function replayMessage(entry: DlqEntry, dlqTopic: string): { key: Buffer | null; value: Buffer | null; headers: IHeaders } {
+  return {
+    key: entry.key,
+    value: entry.value,
+    headers: { ...originalHeaders(entry.headers), [REPLAYED_FROM_HEADER]: `${dlqTopic}:${entry.partition}:${entry.offset}` },
+  };
+}
+
+export function headersAsText(headers: IHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of Object.keys(headers)) out[name] = headerText(headers, name) ?? '';
+  return out;
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { adminPortEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '../../shared/config/env.ts';
+import { loadSources } from '../../shared/sources/index.ts';
+import type { IngressConfig } from './ingress.ts';
+import { ingressDefaults } from './ingress.ts';
+
+export const ingressEnvSchema = z.object({
+  ...kafkaEnv.shape,
+  ...adminPortEnv.shape,
+  ...logEnv.shape,
+  TOPIC_EVENTS: topicEnv.shape.TOPIC_EVENTS,
+  PORT: portSchema.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  WEBHOOK_SOURCES_FILE: z.string({ error: 'WEBHOOK_SOURCES_FILE is required (path to the webhook sources JSON)' }).min(1),
+  BODY_LIMIT_BYTES: positiveIntSchema.default(ingressDefaults.bodyLimitBytes),
+  ACK_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.ackTimeoutMs),
+  RETRY_AFTER_SECONDS: positiveIntSchema.default(ingressDefaults.retryAfterSeconds),
+  PUBLISH_MAX_BATCH: positiveIntSchema.default(ingressDefaults.maxBatchRecords),
+  PUBLISH_LINGER_MS: z.coerce.number().int().min(0).max(100).default(ingressDefaults.lingerMs),
+  HEADERS_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.headersTimeoutMs),
+  REQUEST_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.requestTimeoutMs),
+});
+
+export type IngressEnv = z.infer<typeof ingressEnvSchema>;
+
+/** Throws SourcesConfigError when a secret is missing: the ingress never starts without its secrets. */
+export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, string | undefined> = process.env): IngressConfig {
+  return {
+    port: env.PORT,
+    host: env.HOST,
+    adminPort: env.ADMIN_PORT,
+    brokers: env.KAFKA_BROKERS,
+    clientId: env.KAFKA_CLIENT_ID ?? 'ingress',
+    topic: env.TOPIC_EVENTS,
+    sources: loadSources(env.WEBHOOK_SOURCES_FILE, rawEnv),
+    bodyLimitBytes: env.BODY_LIMIT_BYTES,
+    ackTimeoutMs: env.ACK_TIMEOUT_MS,
+    retryAfterSeconds: env.RETRY_AFTER_SECONDS,
+    maxBatchRecords: env.PUBLISH_MAX_BATCH,
+    lingerMs: env.PUBLISH_LINGER_MS,
+    headersTimeoutMs: env.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
+    logLevel: env.LOG_LEVEL,
+  };
+}

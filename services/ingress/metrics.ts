@@ -1,0 +1,68 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export interface IngressMetrics {
+  requests: Counter<'source' | 'event_type' | 'status'>;
+  signatureFailures: Counter<'source' | 'reason'>;
+  signatureVerifications: Counter<'source' | 'secret_id'>;
+  clockSkew: Histogram<'source'>;
+  publishLatency: Histogram;
+  publishBatchSize: Histogram;
+  requestDuration: Histogram<'status'>;
+  brokerAvailable: Gauge;
+}
+
+/** Registers on the registry it is given (one per service instance), never the global one. */
+export function createIngressMetrics(registry: Registry): IngressMetrics {
+  const registers = [registry];
+  return {
+    requests: new Counter({
+      name: 'webhook_requests_total',
+      help: 'Webhook requests by source, event type and HTTP status',
+      labelNames: ['source', 'event_type', 'status'],
+      registers,
+    }),
+    signatureFailures: new Counter({
+      name: 'webhook_signature_failures_total',
+      help: 'Requests refused before or during signature verification, by reason',
+      labelNames: ['source', 'reason'],
+      registers,
+    }),
+    signatureVerifications: new Counter({
+      name: 'webhook_signature_verifications_total',
+      help: 'Successful verifications by the secret that matched; retire a secret once its count stops growing',
+      labelNames: ['source', 'secret_id'],
+      registers,
+    }),
+    clockSkew: new Histogram({
+      name: 'webhook_clock_skew_seconds',
+      help: 'Receive time minus the signed timestamp (negative: the sender clock is ahead)',
+      labelNames: ['source'],
+      buckets: [-600, -300, -60, -10, -1, 0, 1, 5, 10, 30, 60, 120, 300, 600],
+      registers,
+    }),
+    publishLatency: new Histogram({
+      name: 'webhook_publish_latency_seconds',
+      help: 'Time from sendBatch to the broker ack (acks=all)',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    publishBatchSize: new Histogram({
+      name: 'webhook_publish_batch_size',
+      help: 'Records per sendBatch call',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500],
+      registers,
+    }),
+    requestDuration: new Histogram({
+      name: 'webhook_request_duration_seconds',
+      help: 'Time from request start to the response, by status',
+      labelNames: ['status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    brokerAvailable: new Gauge({
+      name: 'webhook_broker_available',
+      help: '1 while the producer is connected and acks arrive, 0 while answering 503',
+      registers,
+    }),
+  };
+}

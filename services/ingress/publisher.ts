@@ -1,0 +1,299 @@
+import { Partitioners, type Admin, type Kafka, type Message, type Producer } from 'kafkajs';
+import { BridgeError } from '../../shared/errors/bridge-error.ts';
+import type { Logger } from '../../shared/logging/logger.ts';
+import type { IngressMetrics } from './metrics.ts';
+
+export interface PublishRecord {
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+export interface PublisherOptions {
+  kafka: Kafka;
+  topic: string;
+  logger: Logger;
+  metrics: IngressMetrics;
+  /** A request that has no ack after this long gets a 503. */
+  ackTimeoutMs: number;
+  maxBatchRecords: number;
+  maxBatchBytes: number;
+  /** How long the first record of an idle period waits for company before it is sent. */
+  lingerMs: number;
+  /** How often the broker is probed (readiness while up, reconnection while down). */
+  probeIntervalMs: number;
+}
+
+export type PublishErrorCode = 'broker_unavailable' | 'ack_timeout' | 'record_too_large' | 'shutting_down';
+
+export class PublishError extends BridgeError {
+  override readonly code: PublishErrorCode;
+  constructor(code: PublishErrorCode, message: string, cause?: unknown) {
+    super(code, message, { retryable: code !== 'record_too_large', cause });
+    this.code = code;
+  }
+}
+
+interface Pending {
+  record: PublishRecord;
+  bytes: number;
+  resolve: () => void;
+  reject: (error: PublishError) => void;
+  timer: NodeJS.Timeout;
+  settled: boolean;
+}
+
+const RECORD_OVERHEAD_BYTES = 100;
+
+/**
+ * Coalesces concurrent publishes into one sendBatch at a time (kafkajs has no linger) and
+ * resolves each caller only after the broker acknowledged its record (acks=all).
+ * One batch in flight keeps the idempotent producer on its safe path (kafkajs#598) and lets the
+ * next batch fill while the previous one waits for its ack.
+ */
+export class BatchingPublisher {
+  private readonly options: PublisherOptions;
+  private readonly log: Logger;
+  private producer: Producer | undefined;
+  private admin: Admin | undefined;
+  private queue: Pending[] = [];
+  private inFlight: Promise<void> | undefined;
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probing: Promise<void> | undefined;
+  private up = false;
+  private closed = false;
+  private lastError = 'not connected yet';
+
+  constructor(options: PublisherOptions) {
+    this.options = options;
+    this.log = options.logger.child({ component: 'publisher' });
+  }
+
+  get available(): boolean {
+    return this.up && !this.closed;
+  }
+
+  get status(): string {
+    return this.available ? 'ok' : this.closed ? 'shutting down' : this.lastError;
+  }
+
+  /** Connects once; a broker that is down leaves the publisher unavailable and probing, not failed. */
+  async start(): Promise<void> {
+    await this.probe();
+    this.scheduleProbe();
+  }
+
+  publish(record: PublishRecord): Promise<void> {
+    if (this.closed) return Promise.reject(new PublishError('shutting_down', 'ingress is shutting down'));
+    // Fail fast while the broker is known to be down: the caller answers 503 at once instead of
+    // holding the connection for the whole ack timeout.
+    if (!this.up) return Promise.reject(new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
+    return new Promise<void>((resolve, reject) => {
+      const pending: Pending = {
+        record,
+        bytes: record.value.length + record.key.length + RECORD_OVERHEAD_BYTES,
+        resolve,
+        reject,
+        settled: false,
+        timer: setTimeout(() => this.settle(pending, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`)), this.options.ackTimeoutMs),
+      };
+      this.queue.push(pending);
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.inFlight || this.queue.length === 0) return;
+    if (this.queue.length >= this.options.maxBatchRecords) {
+      this.flush();
+      return;
+    }
+    this.lingerTimer ??= setTimeout(() => this.flush(), this.options.lingerMs);
+  }
+
+  private flush(): void {
+    if (this.lingerTimer) {
+      clearTimeout(this.lingerTimer);
+      this.lingerTimer = undefined;
+    }
+    if (this.inFlight) return;
+    const batch = this.takeBatch();
+    if (batch.length === 0) return;
+    this.inFlight = this.send(batch).finally(() => {
+      this.inFlight = undefined;
+      // Whatever queued up while this batch waited for its ack goes out now, without lingering.
+      if (this.queue.length > 0) this.flush();
+    });
+  }
+
+  private takeBatch(): Pending[] {
+    const batch: Pending[] = [];
+    let bytes = 0;
+    while (this.queue.length > 0 && batch.length < this.options.maxBatchRecords) {
+      const next = this.queue[0]!;
+      if (next.settled) {
+        this.queue.shift();
+        continue;
+      }
+      // A broker refuses a record batch above message.max.bytes (default ~1 MiB) as a whole, so
+      // big records travel alone instead of failing their neighbours.
+      if (batch.length > 0 && bytes + next.bytes > this.options.maxBatchBytes) break;
+      batch.push(next);
+      bytes += next.bytes;
+      this.queue.shift();
+    }
+    return batch;
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
+    const producer = this.producer;
+    if (!producer || !this.up) {
+      for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
+      return;
+    }
+    const started = performance.now();
+    const messages: Message[] = batch.map((p) => ({ key: p.record.key, value: p.record.value, headers: p.record.headers }));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.options.ackTimeoutMs);
+    });
+    try {
+      const outcome = await Promise.race([
+        producer.sendBatch({ topicMessages: [{ topic: this.options.topic, messages }], acks: -1 }).then(() => 'acked' as const),
+        timeout,
+      ]);
+      if (outcome === 'timeout') {
+        // A producer that cannot get an ack in time may be stuck in kafkajs's retry loop; a new
+        // producer (new producer id) after reconnection is the reliable way out.
+        this.markDown(`no ack within ${this.options.ackTimeoutMs} ms`, producer);
+        for (const p of batch) this.settle(p, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`));
+        return;
+      }
+      const seconds = (performance.now() - started) / 1000;
+      this.options.metrics.publishLatency.observe(seconds);
+      this.options.metrics.publishBatchSize.observe(batch.length);
+      for (const p of batch) this.settle(p);
+    } catch (error) {
+      const type = (error as { type?: string }).type ?? (error as { cause?: { type?: string } }).cause?.type;
+      if (type === 'MESSAGE_TOO_LARGE' || type === 'RECORD_LIST_TOO_LARGE') {
+        for (const p of batch) this.settle(p, new PublishError('record_too_large', 'record too large for the broker', error));
+        return;
+      }
+      this.markDown((error as Error).message, producer);
+      for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `publish failed: ${(error as Error).message}`, error));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private settle(pending: Pending, error?: PublishError): void {
+    if (pending.settled) return;
+    pending.settled = true;
+    clearTimeout(pending.timer);
+    if (error) pending.reject(error);
+    else pending.resolve();
+  }
+
+  private markDown(reason: string, producer: Producer | undefined): void {
+    if (this.up) this.log.warn({ reason }, 'broker unavailable; answering 503 until it is back');
+    this.up = false;
+    this.lastError = reason;
+    this.options.metrics.brokerAvailable.set(0);
+    if (producer && producer === this.producer) {
+      this.producer = undefined;
+      producer.disconnect().catch(() => {});
+    }
+    // Records queued behind the failed batch would only wait for their timeout.
+    for (const p of this.queue) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${reason}`));
+    this.queue = [];
+  }
+
+  private scheduleProbe(): void {
+    if (this.closed) return;
+    this.probeTimer = setTimeout(() => {
+      void this.probe().finally(() => this.scheduleProbe());
+    }, this.options.probeIntervalMs);
+    this.probeTimer.unref();
+  }
+
+  private probe(): Promise<void> {
+    this.probing ??= this.runProbe().finally(() => {
+      this.probing = undefined;
+    });
+    return this.probing;
+  }
+
+  private async runProbe(): Promise<void> {
+    if (this.closed) return;
+    try {
+      if (!this.admin) {
+        this.admin = this.options.kafka.admin({ retry: { retries: 0 } });
+        await withTimeout(this.admin.connect(), this.options.ackTimeoutMs, 'admin connect');
+      }
+      // A metadata round trip for our topic: proves a broker answers and that the topic exists
+      // with a leader for every partition (topics are never auto-created).
+      const metadata = await withTimeout(this.admin.fetchTopicMetadata({ topics: [this.options.topic] }), this.options.ackTimeoutMs, 'topic metadata');
+      const partitions = metadata.topics[0]?.partitions ?? [];
+      if (partitions.length === 0 || partitions.some((p) => p.leader < 0)) {
+        throw new Error(`topic ${this.options.topic} has no leader for every partition`);
+      }
+      if (!this.up) {
+        const producer = this.options.kafka.producer({
+          idempotent: true,
+          maxInFlightRequests: 1,
+          createPartitioner: Partitioners.DefaultPartitioner,
+        });
+        await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'producer connect').catch((error: unknown) => {
+          producer.disconnect().catch(() => {});
+          throw error;
+        });
+        if (this.closed) {
+          await producer.disconnect().catch(() => {});
+          return;
+        }
+        this.producer = producer;
+        this.up = true;
+        this.lastError = '';
+        this.options.metrics.brokerAvailable.set(1);
+        this.log.info('broker available; publishing');
+      }
+    } catch (error) {
+      const admin = this.admin;
+      this.admin = undefined;
+      admin?.disconnect().catch(() => {});
+      this.markDown(`probe failed: ${(error as Error).message}`, this.producer);
+    }
+  }
+
+  /** Sends everything already accepted, waits for the acks, then disconnects. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    await this.probing?.catch(() => {});
+    while (this.inFlight || this.queue.some((p) => !p.settled)) {
+      if (!this.inFlight) this.flush();
+      await this.inFlight;
+    }
+    await this.producer?.disconnect().catch(() => {});
+    await this.admin?.disconnect().catch(() => {});
+    this.producer = undefined;
+    this.admin = undefined;
+    this.up = false;
+  }
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,155 @@
+import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import type { ApplyResult, SnapshotApplier, SourceRecord } from '../../shared/apply/index.ts';
+import type { Logger } from '../../shared/logging/logger.ts';
+import type { CrashPoints } from './crash-points.ts';
+import type { WorkerMetrics } from './metrics.ts';
+
+/** `handled`: the record is dealt with (e.g. sent to a retry topic or the DLQ); its offset may be committed.
+ * `stop`: leave this record and the rest of the batch unresolved (they are fetched again), e.g. during
+ * an outage after pausing. Throwing stops the batch the same way and surfaces the error to kafkajs. */
+export type FailureDecision = 'handled' | 'stop';
+
+export interface FailureContext {
+  /** `invalid`: the record failed the contract (permanent). `apply`: its transaction failed. */
+  stage: 'invalid' | 'apply';
+  /** Pauses this record's topic-partition; call the returned function to resume it. */
+  pausePartition: () => () => void;
+}
+
+export type OnFailure = (record: SourceRecord, error: unknown, context: FailureContext) => Promise<FailureDecision | void>;
+export type OnQuarantined = (result: ApplyResult) => Promise<void>;
+
+/** Until the failure router is wired in, a failed record stops the partition and the error surfaces. */
+export const rethrowFailure: OnFailure = async (_record, error) => {
+  throw error;
+};
+
+export interface BatchHandlerOptions {
+  applier: SnapshotApplier;
+  batchSize: number;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  crashPoints: CrashPoints;
+  onFailure: OnFailure;
+  onQuarantined?: OnQuarantined;
+  /** After each committed apply transaction (wakes the outbox relay). */
+  afterCommit?: () => void;
+}
+
+export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key,
+    value: message.value,
+    timestamp: message.timestamp,
+    headers: message.headers ?? {},
+  };
+}
+
+/**
+ * kafkajs eachBatch handler (eachBatchAutoResolve: false, autoCommit: false). The fetched batch is
+ * applied in chunks of `batchSize`, one Postgres transaction per chunk; an offset is resolved and
+ * committed only after its record's transaction has committed (or its failure was handled).
+ */
+export function createBatchHandler(options: BatchHandlerOptions): (payload: EachBatchPayload) => Promise<void> {
+  const { applier, batchSize, logger, metrics, crashPoints, onFailure } = options;
+
+  return async (payload) => {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
+    const records = batch.messages.map((m) => toSourceRecord(batch.topic, batch.partition, m));
+    const commit = () => commitOffsetsIfNecessary(uncommittedOffsets());
+
+    const observe = (result: ApplyResult, committedAt: number) => {
+      const { record } = result;
+      metrics.processed.inc({ outcome: result.outcome });
+      if (result.outcome === 'duplicate') metrics.duplicates.inc();
+      if (result.outcome === 'stale') metrics.stale.inc();
+      if (result.versionGap) metrics.versionGaps.inc();
+      if (record.timestamp !== undefined) metrics.latency.observe(Math.max(0, committedAt - Number(record.timestamp)) / 1000);
+      const fields = {
+        event_id: result.eventId,
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        outcome: result.outcome,
+        resource_key: result.resourceKey,
+        version: result.version,
+        stored_version: result.storedVersion,
+        body_sha256: result.bodySha256,
+        reason: result.reason,
+      };
+      if (result.outcome === 'quarantined') logger.warn(fields, 'anomaly: event_id seen before with a different body');
+      else if (result.outcome === 'invalid') logger.warn(fields, 'invalid event');
+      else logger.info(fields, 'event processed');
+    };
+
+    const fail = async (record: SourceRecord, error: unknown, stage: FailureContext['stage']): Promise<boolean> => {
+      const decision = await onFailure(record, error, { stage, pausePartition: payload.pause });
+      if (decision === 'stop') return false;
+      resolveOffset(record.offset);
+      return true;
+    };
+
+    // Returns false when the rest of the fetched batch must be left for a later fetch.
+    const settle = async (result: ApplyResult): Promise<boolean> => {
+      if (result.outcome === 'invalid') return fail(result.record, result.error, 'invalid');
+      if (result.outcome === 'quarantined') await options.onQuarantined?.(result);
+      resolveOffset(result.record.offset);
+      return true;
+    };
+
+    const processChunk = async (chunk: SourceRecord[]): Promise<boolean> => {
+      let results: ApplyResult[] | undefined;
+      const started = performance.now();
+      try {
+        results = await applier.applyBatch(chunk);
+      } catch (error) {
+        // One bad record must not hold back the others: retry the chunk one record per transaction.
+        logger.warn({ err: error, partition: batch.partition, records: chunk.length }, 'chunk transaction failed; applying one by one');
+      }
+      if (results) {
+        metrics.batchDuration.observe((performance.now() - started) / 1000);
+        crashPoints.reach('after-commit-before-offset');
+        options.afterCommit?.();
+        const committedAt = Date.now();
+        for (const result of results) observe(result, committedAt);
+        for (const result of results) if (!(await settle(result))) return false;
+        return true;
+      }
+      for (const record of chunk) {
+        let result: ApplyResult;
+        try {
+          result = await applier.apply(record);
+        } catch (error) {
+          logger.warn({ err: error, topic: record.topic, partition: record.partition, offset: record.offset }, 'apply failed');
+          if (!(await fail(record, error, 'apply'))) return false;
+          continue;
+        }
+        crashPoints.reach('after-commit-before-offset');
+        options.afterCommit?.();
+        observe(result, Date.now());
+        if (!(await settle(result))) return false;
+      }
+      return true;
+    };
+
+    try {
+      for (let start = 0; start < records.length; start += batchSize) {
+        // Shutdown or rebalance: stop between chunks; everything resolved so far is durable.
+        if (!isRunning() || isStale()) break;
+        const keepGoing = await processChunk(records.slice(start, start + batchSize));
+        await commit();
+        const last = records[Math.min(start + batchSize, records.length) - 1]!;
+        metrics.queueLag.set({ partition: String(batch.partition) }, Math.max(0, Number(batch.highWatermark) - Number(last.offset) - 1));
+        if (!keepGoing) break;
+        await heartbeat();
+      }
+    } catch (error) {
+      // Commit what is durable before the error surfaces, so a restart does not redo it.
+      await commit().catch(() => {});
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import {
+  databaseEnv,
+  kafkaEnv,
+  logEnv,
+  portSchema,
+  positiveIntSchema,
+  topicEnv,
+} from '../../shared/config/env.ts';
+import { failureSettingsFrom, failuresEnv, type FailureSettings } from '../../shared/failures/index.ts';
+import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
+
+export const workerEnvSchema = z.object({
+  ...kafkaEnv.shape,
+  ...databaseEnv.shape,
+  ...logEnv.shape,
+  TOPIC_EVENTS: topicEnv.shape.TOPIC_EVENTS,
+  TOPIC_APPLIED: topicEnv.shape.TOPIC_APPLIED,
+  TOPIC_RETRY_LEVELS: topicEnv.shape.TOPIC_RETRY_LEVELS,
+  ...failuresEnv.shape,
+  // Not the shared 9464 default: the worker runs beside the ingress on one machine.
+  ADMIN_PORT: portSchema.default(9465),
+  CONSUMER_GROUP: z.string().min(1).default('theme-applier'),
+  WORKER_BATCH_SIZE: positiveIntSchema.default(500),
+  WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(3),
+  WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
+  RELAY_BATCH_SIZE: positiveIntSchema.default(500),
+  RELAY_POLL_MS: positiveIntSchema.default(100),
+  RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
+  WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
+  WORKER_CRASH_AFTER: positiveIntSchema.default(1),
+});
+
+export type WorkerEnv = z.infer<typeof workerEnvSchema>;
+
+export interface WorkerConfig {
+  brokers: string[];
+  clientId: string;
+  databaseUrl: string;
+  databasePoolSize: number;
+  statementTimeoutMs: number;
+  logLevel: string;
+  eventsTopic: string;
+  appliedTopic: string;
+  adminPort: number;
+  groupId: string;
+  batchSize: number;
+  partitionsConcurrency: number;
+  sessionTimeoutMs: number;
+  maxBytesPerPartition: number;
+  relayBatchSize: number;
+  relayPollMs: number;
+  relaySendTimeoutMs: number;
+  crashAt?: CrashPoint;
+  crashAfter: number;
+  /** Retry topics `<events>.retry.1..n`; default 4. */
+  retryLevels?: number;
+  /** Retry delays, outage probe backoff, fault injection; default: production defaults, no faults. */
+  failures?: FailureSettings;
+}
+
+export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
+  return {
+    brokers: env.KAFKA_BROKERS,
+    clientId: env.KAFKA_CLIENT_ID ?? 'worker',
+    databaseUrl: env.DATABASE_URL,
+    databasePoolSize: env.DATABASE_POOL_SIZE,
+    statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
+    logLevel: env.LOG_LEVEL,
+    eventsTopic: env.TOPIC_EVENTS,
+    appliedTopic: env.TOPIC_APPLIED,
+    adminPort: env.ADMIN_PORT,
+    groupId: env.CONSUMER_GROUP,
+    batchSize: env.WORKER_BATCH_SIZE,
+    partitionsConcurrency: env.WORKER_PARTITIONS_CONCURRENCY,
+    sessionTimeoutMs: env.WORKER_SESSION_TIMEOUT_MS,
+    maxBytesPerPartition: env.WORKER_MAX_BYTES_PER_PARTITION,
+    relayBatchSize: env.RELAY_BATCH_SIZE,
+    relayPollMs: env.RELAY_POLL_MS,
+    relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
+    ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),
+    crashAfter: env.WORKER_CRASH_AFTER,
+    retryLevels: env.TOPIC_RETRY_LEVELS,
+    failures: failureSettingsFrom(env),
+  };
+}

@@ -1,0 +1,245 @@
+import { Partitioners, type IHeaders, type Kafka, type Producer } from 'kafkajs';
+import type { Pool } from 'pg';
+import type { Logger } from '../../../shared/logging/logger.ts';
+import type { TopicNames } from '../../../shared/kafka/topics.ts';
+import { parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
+import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
+import {
+  classifyFailure,
+  decodeRetryInfo,
+  encodeDeadLetterInfo,
+  encodeRetryInfo,
+  originalHeaders,
+  permanentFailure,
+  retryDelayMs,
+  truncateUtf8,
+  type ClassifiedFailure,
+  type FailureMetrics,
+  type RetrySchedule,
+} from '../../../shared/failures/index.ts';
+import {
+  INSERT_INBOX_FAILURE,
+  MARK_ANOMALY_DEAD_LETTERED,
+  SELECT_RESOURCE_VERSION,
+  UPDATE_PENDING_INBOX_FAILURE,
+} from './failure-sql.ts';
+import { withTimeout } from './with-timeout.ts';
+
+export const RETRIES_EXHAUSTED = 'retries_exhausted';
+
+export type FailureOutcome =
+  | { outcome: 'retry'; topic: string; attempt: number; notBefore: Date; failure: ClassifiedFailure }
+  | { outcome: 'dead_lettered'; topic: string; reason: string; attempt: number; failure: ClassifiedFailure }
+  | { outcome: 'stale'; storedVersion: number; attempt: number; failure: ClassifiedFailure }
+  /** Nothing was routed: the caller must pause, not resolve the record, and let it be fetched again. */
+  | { outcome: 'outage'; failure: ClassifiedFailure };
+
+export interface RetryRouterOptions {
+  producer: Producer;
+  pool: Pool;
+  names: TopicNames;
+  schedule: RetrySchedule;
+  produceTimeoutMs: number;
+  metrics: FailureMetrics;
+  logger: Logger;
+  clock?: () => Date;
+  random?: () => number;
+}
+
+/** An idempotent producer (acks=-1 forced, one request in flight) with the Java-compatible partitioner. */
+export function createFailureProducer(kafka: Kafka): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
+}
+
+/**
+ * Sends a failed record to the next retry topic or the DLQ, after checking its resource has not
+ * moved past it meanwhile, and records that in the inbox. Throws when producing fails: the
+ * caller must then not commit the record's offset, so it is redelivered instead of lost.
+ */
+export class RetryRouter {
+  readonly #o: RetryRouterOptions;
+  readonly #clock: () => Date;
+  readonly #random: () => number;
+
+  constructor(options: RetryRouterOptions) {
+    this.#o = options;
+    this.#clock = options.clock ?? (() => new Date());
+    this.#random = options.random ?? Math.random;
+  }
+
+  /** Classifies an error thrown while applying `record` and routes it. */
+  async handleError(record: SourceRecord, error: unknown): Promise<FailureOutcome> {
+    return this.route(record, classifyFailure(error));
+  }
+
+  /** Routes an apply result that is itself a permanent failure (invalid, quarantined); undefined otherwise. */
+  async handleResult(result: ApplyResult): Promise<FailureOutcome | undefined> {
+    if (result.outcome === 'invalid') {
+      return this.route(result.record, permanentFailure(result.reason ?? 'invalid_envelope', result.error?.message ?? 'invalid event'));
+    }
+    if (result.outcome === 'quarantined') {
+      return this.route(result.record, permanentFailure('quarantined', result.reason ?? 'event_id seen before with a different body'));
+    }
+    return undefined;
+  }
+
+  async route(record: SourceRecord, failure: ClassifiedFailure): Promise<FailureOutcome> {
+    const { metrics, names, logger } = this.#o;
+    metrics.failures.inc({ class: failure.class, code: failure.code });
+    if (failure.class === 'outage') return { outcome: 'outage', failure };
+
+    const previous = decodeRetryInfo(record.headers);
+    const attempt = (previous.ok ? previous.info.attempt : 0) + 1;
+    const parsed = record.value ? parseEvent(record.value) : undefined;
+    const envelope = parsed?.ok ? parsed.envelope : undefined;
+    const bodySha256 = parsed?.bodySha256 ?? '';
+
+    const level = attempt;
+    const toRetry = failure.class === 'transient' && level <= names.retries.length;
+    const reason = failure.class === 'permanent' ? failure.code : RETRIES_EXHAUSTED;
+    const now = this.#clock();
+
+    // Version-aware: a resource that already holds this version or a later one makes the event
+    // moot, so it resolves as stale instead of waiting in the chain or the DLQ.
+    const log = logger.child({
+      topic: record.topic,
+      partition: record.partition,
+      offset: record.offset,
+      event_id: envelope?.event_id,
+      attempt,
+      failure_class: failure.class,
+      failure_code: failure.code,
+    });
+    let stale: number | undefined;
+    try {
+      stale = await this.#recordFailure(record, envelope, bodySha256, failure, attempt, toRetry ? 'retrying' : 'dead_lettered', reason);
+    } catch (error) {
+      // Without the database the failure cannot be checked or recorded: that is an outage, and an
+      // outage must never push events down the chain.
+      const dbFailure = classifyFailure(error);
+      log.warn({ err: error, db_failure_code: dbFailure.code }, 'failure bookkeeping failed; treating as an outage');
+      return { outcome: 'outage', failure: { ...dbFailure, class: 'outage' } };
+    }
+    if (stale !== undefined) {
+      metrics.staleOnFailure.inc();
+      log.info({ outcome: 'stale', stored_version: stale }, 'failed event resolved as stale: its resource has moved on');
+      return { outcome: 'stale', storedVersion: stale, attempt, failure };
+    }
+
+    const first = previous.ok ? previous.info : undefined;
+    const base = {
+      attempt,
+      firstFailureAt: first?.firstFailureAt ?? now,
+      lastErrorCode: failure.code,
+      lastErrorMessage: failure.message,
+      originalTopic: first?.originalTopic ?? record.topic,
+      originalPartition: first?.originalPartition ?? record.partition,
+      originalOffset: first?.originalOffset ?? record.offset,
+    };
+    if (toRetry) {
+      const topic = names.retries[level - 1]!;
+      const notBefore = new Date(now.getTime() + retryDelayMs(this.#o.schedule, level, this.#random));
+      await this.#produce(topic, record, encodeRetryInfo({ ...base, notBefore }));
+      metrics.retries.inc({ attempt: String(level) });
+      log.info({ outcome: 'retrying', retry_topic: topic, not_before: notBefore.toISOString() }, 'event sent to retry topic');
+      return { outcome: 'retry', topic, attempt, notBefore, failure };
+    }
+    await this.#produce(names.dlq, record, encodeDeadLetterInfo({ ...base, reason, deadLetteredAt: now, failedTopic: record.topic }));
+    metrics.deadLetters.inc({ reason });
+    log.warn({ outcome: 'dead_lettered', reason, error_message: truncateUtf8(failure.message, 200) }, 'event dead-lettered');
+    return { outcome: 'dead_lettered', topic: names.dlq, reason, attempt, failure };
+  }
+
+  /** Returns the stored version when the event is stale, else records the failure in the inbox. */
+  async #recordFailure(
+    record: SourceRecord,
+    envelope: EventEnvelope | undefined,
+    bodySha256: string,
+    failure: ClassifiedFailure,
+    attempt: number,
+    status: 'retrying' | 'dead_lettered',
+    reason: string,
+  ): Promise<number | undefined> {
+    if (envelope === undefined) return undefined; // Unparseable: nothing to key an inbox row on.
+    const { pool } = this.#o;
+    if (failure.code === 'quarantined') {
+      // The anomaly is the news: it goes to the DLQ whatever the resource's version.
+      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.event_id, bodySha256]);
+      return undefined;
+    }
+    const client = await pool.connect();
+    let failed: unknown;
+    try {
+      await client.query('BEGIN');
+      const state = await client.query<{ version: string }>(SELECT_RESOURCE_VERSION, [
+        envelope.tenant_id,
+        envelope.resource.type,
+        envelope.resource.id,
+      ]);
+      const storedVersion = state.rows[0] === undefined ? undefined : Number(state.rows[0].version);
+      const isStale = storedVersion !== undefined && storedVersion >= envelope.resource.version;
+      const rowStatus = isStale ? 'stale' : status;
+      const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
+      const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);
+      const updated = await client.query(UPDATE_PENDING_INBOX_FAILURE, [
+        envelope.event_id,
+        rowStatus,
+        rowReason,
+        attempt,
+        lastError,
+        bodySha256,
+      ]);
+      if (updated.rowCount === 0) {
+        await client.query(INSERT_INBOX_FAILURE, [
+          envelope.event_id,
+          envelope.idempotency_key ?? null,
+          envelope.tenant_id,
+          envelope.resource.type,
+          envelope.resource.id,
+          envelope.resource.version,
+          envelope.event_type,
+          rowStatus,
+          rowReason,
+          attempt,
+          lastError,
+          bodySha256,
+          record.value!.toString('utf8'),
+          record.topic,
+          record.partition,
+          record.offset,
+          envelope.occurred_at,
+          null,
+        ]);
+      }
+      await client.query('COMMIT');
+      return isStale ? storedVersion : undefined;
+    } catch (error) {
+      failed = error;
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.release(failed instanceof Error ? failed : undefined);
+    }
+  }
+
+  async #produce(topic: string, record: SourceRecord, failureHeaders: Record<string, string>): Promise<void> {
+    const headers: IHeaders = { ...(originalHeaders(record.headers) as IHeaders), ...failureHeaders };
+    const key = record.key === null ? null : Buffer.isBuffer(record.key) ? record.key : Buffer.from(record.key);
+    await withTimeout(
+      this.#o.producer.send({
+        topic,
+        acks: -1,
+        // The body is forwarded byte for byte: a replay must feed exactly what the provider sent.
+        // Without a key the partition number is kept (every topic of the set has the same count).
+        messages: [{ key, value: record.value, headers, ...(key === null ? { partition: record.partition } : {}) }],
+      }),
+      this.#o.produceTimeoutMs,
+      'failure_produce_timeout',
+      `produce to ${topic}`,
+    );
+  }
+}

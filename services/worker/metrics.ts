@@ -1,0 +1,76 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export interface WorkerMetrics {
+  processed: Counter<'outcome'>;
+  duplicates: Counter;
+  stale: Counter;
+  versionGaps: Counter;
+  latency: Histogram;
+  queueLag: Gauge<'partition'>;
+  outboxAge: Gauge;
+  relayPublished: Counter;
+  batchDuration: Histogram;
+}
+
+/** Registers on the registry it is given (one per worker instance), never the global one. */
+export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise<number>): WorkerMetrics {
+  const registers = [registry];
+  return {
+    processed: new Counter({
+      name: 'webhook_events_processed_total',
+      help: 'Events consumed from the events topic, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    duplicates: new Counter({
+      name: 'webhook_duplicates_total',
+      help: 'Deliveries recognised as duplicates (same event_id or same idempotency_key)',
+      registers,
+    }),
+    stale: new Counter({
+      name: 'webhook_stale_events_total',
+      help: 'Events older than the stored version, ignored',
+      registers,
+    }),
+    versionGaps: new Counter({
+      name: 'webhook_version_gaps_total',
+      help: 'Applied events whose version is more than one above the stored version',
+      registers,
+    }),
+    latency: new Histogram({
+      name: 'webhook_processing_latency_seconds',
+      help: 'From the record timestamp to the commit of its transaction',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
+    queueLag: new Gauge({
+      name: 'webhook_queue_lag',
+      help: 'Records behind the high watermark, per partition of the events topic',
+      labelNames: ['partition'],
+      registers,
+    }),
+    outboxAge: new Gauge({
+      name: 'webhook_outbox_age_seconds',
+      help: 'Age of the oldest applied record not yet published to the applied topic',
+      registers,
+      async collect() {
+        try {
+          this.set(await outboxAge());
+        } catch {
+          // A scrape during a database outage keeps the last value rather than failing /metrics.
+        }
+      },
+    }),
+    relayPublished: new Counter({
+      name: 'webhook_applied_published_total',
+      help: 'Applied records published to the applied topic by the outbox relay',
+      registers,
+    }),
+    batchDuration: new Histogram({
+      name: 'webhook_apply_batch_seconds',
+      help: 'Duration of one apply transaction (one chunk of a fetched batch)',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+  };
+}

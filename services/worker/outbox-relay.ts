@@ -1,0 +1,145 @@
+import type { Producer } from 'kafkajs';
+import type { Pool } from 'pg';
+import { applySql } from '../../shared/apply/index.ts';
+import { BridgeError } from '../../shared/errors/bridge-error.ts';
+import type { Logger } from '../../shared/logging/logger.ts';
+import type { CrashPoints } from './crash-points.ts';
+import type { WorkerMetrics } from './metrics.ts';
+
+export interface OutboxRelayOptions {
+  pool: Pool;
+  producer: Producer;
+  topic: string;
+  batchSize: number;
+  pollMs: number;
+  sendTimeoutMs: number;
+  logger: Logger;
+  metrics: WorkerMetrics;
+  crashPoints: CrashPoints;
+}
+
+interface OutboxRow {
+  id: string;
+  key: string;
+  payload: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * Publishes applied_outbox rows to the applied topic in id order and marks them published.
+ * One relay at a time holds the leader lock (per transaction), so rows of one resource key can
+ * never be published out of order by two workers; a crash before the mark republishes the same
+ * stored bytes, which downstream sees as an identical record.
+ */
+export class OutboxRelay {
+  readonly #o: OutboxRelayOptions;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+  #nudged = false;
+
+  constructor(options: OutboxRelayOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  /** Called after an apply transaction commits, so applied records go out without waiting a poll. */
+  nudge(): void {
+    this.#nudged = true;
+    this.#wake?.();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#wake?.();
+    await this.#loop;
+  }
+
+  /** One pass: publishes at most one batch. Returns how many rows were published. */
+  async publishOnce(): Promise<number> {
+    const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints } = this.#o;
+    const client = await pool.connect();
+    let failed: unknown;
+    try {
+      await client.query('BEGIN');
+      const lock = await client.query<{ leader: boolean }>(applySql.TRY_RELAY_LEADER_LOCK);
+      if (!lock.rows[0]?.leader) {
+        await client.query('COMMIT');
+        return 0;
+      }
+      const { rows } = await client.query<OutboxRow>(applySql.SELECT_UNPUBLISHED_OUTBOX, [batchSize]);
+      if (rows.length === 0) {
+        await client.query('COMMIT');
+        return 0;
+      }
+      crashPoints.reach('after-commit-before-publish');
+      // An idempotent producer retries without end during an outage; the timeout bounds the open transaction.
+      await withTimeout(
+        producer.send({
+          topic,
+          acks: -1,
+          messages: rows.map((r) => ({ key: r.key, value: r.payload, headers: r.headers })),
+        }),
+        sendTimeoutMs,
+      );
+      crashPoints.reach('after-publish-before-mark');
+      await client.query(applySql.MARK_OUTBOX_PUBLISHED, [rows.map((r) => r.id)]);
+      await client.query('COMMIT');
+      this.#o.metrics.relayPublished.inc(rows.length);
+      return rows.length;
+    } catch (error) {
+      failed = error;
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.release(failed instanceof Error ? failed : undefined);
+    }
+  }
+
+  async #run(): Promise<void> {
+    let backoffMs = 0;
+    while (this.#running) {
+      let published = 0;
+      try {
+        this.#nudged = false;
+        published = await this.publishOnce();
+        backoffMs = 0;
+      } catch (error) {
+        backoffMs = Math.min(backoffMs === 0 ? 200 : backoffMs * 2, 5_000);
+        this.#o.logger.warn({ err: error, backoff_ms: backoffMs }, 'outbox relay pass failed');
+      }
+      if (!this.#running) break;
+      if (backoffMs > 0) await this.#sleep(backoffMs, false);
+      else if (published < this.#o.batchSize && !this.#nudged) await this.#sleep(this.#o.pollMs, true);
+    }
+  }
+
+  #sleep(ms: number, wakeOnNudge: boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = () => {
+        if (wakeOnNudge || !this.#running) done();
+      };
+    });
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new BridgeError('relay_send_timeout', `applied topic send not acknowledged within ${ms} ms`, { retryable: true })),
+      ms,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,208 @@
+import { Partitioners, type Consumer, type Kafka, type Producer } from 'kafkajs';
+import type { Pool } from 'pg';
+import { Registry } from 'prom-client';
+import { applySql, SnapshotApplier } from '../../shared/apply/index.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { createKafka } from '../../shared/kafka/client.ts';
+import { createLogger, type Logger } from '../../shared/logging/logger.ts';
+import { startAdminServer, type AdminServer } from '../../shared/observability/admin-server.ts';
+import { defaultFailureSettings, FaultInjector } from '../../shared/failures/index.ts';
+import { topicNames } from '../../shared/kafka/topics.ts';
+import { createBatchHandler, type OnFailure, type OnQuarantined } from './batch-handler.ts';
+import type { WorkerConfig } from './config.ts';
+import { createCrashPoints } from './crash-points.ts';
+import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
+import { OutboxRelay } from './outbox-relay.ts';
+import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
+import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
+
+export interface WorkerDeps {
+  logger?: Logger;
+  pool?: Pool;
+  kafka?: Kafka;
+  registry?: Registry;
+  /** The apply path; default `new SnapshotApplier({ pool })`. */
+  applier?: SnapshotApplier;
+  /** Where a record goes when it cannot be applied (invalid envelope, failed transaction). Default: the
+   * failure path (retry topics, DLQ, outage pause), which also starts the retry consumers. */
+  onFailure?: OnFailure;
+  /** Called for each quarantined delivery after its anomaly row is committed. Default: to the DLQ. */
+  onQuarantined?: OnQuarantined;
+  /** The consumer crashed and kafkajs will not restart it. main.ts exits 1 so the supervisor restarts. */
+  onFatal?: (error: unknown) => void;
+  /** Skip the admin HTTP server (benchmarks, tests that run several workers). */
+  adminServer?: boolean;
+}
+
+export interface WorkerHandle {
+  registry: Registry;
+  metrics: WorkerMetrics;
+  applier: SnapshotApplier;
+  consumer: Consumer;
+  /** The failure path (undefined when deps.onFailure replaces it). */
+  failures: FailureHandling | undefined;
+  relay: OutboxRelay;
+  pool: Pool;
+  adminPort: number | undefined;
+  /** Stop fetching from the events topic (every partition) until resume(). */
+  pause: () => void;
+  resume: () => void;
+  close: () => Promise<void>;
+}
+
+export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
+  const logger = deps.logger ?? createLogger({ name: 'worker', level: config.logLevel });
+  const ownPool = deps.pool === undefined;
+  const pool =
+    deps.pool ??
+    createPool({
+      url: config.databaseUrl,
+      max: config.databasePoolSize,
+      statementTimeoutMs: config.statementTimeoutMs,
+      applicationName: 'worker',
+    });
+  const registry = deps.registry ?? new Registry();
+  const metrics = createWorkerMetrics(registry, async () => {
+    const { rows } = await pool.query<{ age_seconds: number }>(applySql.OLDEST_UNPUBLISHED_OUTBOX_AGE);
+    return rows[0]?.age_seconds ?? 0;
+  });
+  const crashPoints = createCrashPoints(config.crashAt, config.crashAfter);
+  // A Postgres restart makes every open connection emit 'error': pg-pool re-emits it for idle ones,
+  // and a checked-out client emits it itself. Unhandled, either kills the process; the failing
+  // query already reports the same error to its caller, which pauses for the outage.
+  pool.on('error', (error) => logger.warn({ err: error }, 'idle database connection failed'));
+  pool.on('connect', (client) => client.on('error', (error) => logger.debug({ err: error }, 'database connection failed')));
+  const failureSettings = config.failures ?? defaultFailureSettings;
+  const faults = new FaultInjector(failureSettings.faults);
+  if (faults.enabled) logger.warn({ faults: failureSettings.faults }, 'FAULT_INJECT is set: injecting test failures');
+  const applier = deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool }, faults) : new SnapshotApplier({ pool }));
+  const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId, logger });
+
+  const producer: Producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
+  const consumer = kafka.consumer({
+    groupId: config.groupId,
+    sessionTimeout: config.sessionTimeoutMs,
+    heartbeatInterval: Math.max(1000, Math.floor(config.sessionTimeoutMs / 10)),
+    maxBytesPerPartition: config.maxBytesPerPartition,
+    maxWaitTimeInMs: 500,
+  });
+  const relay = new OutboxRelay({
+    pool,
+    producer,
+    topic: config.appliedTopic,
+    batchSize: config.relayBatchSize,
+    pollMs: config.relayPollMs,
+    sendTimeoutMs: config.relaySendTimeoutMs,
+    logger: logger.child({ component: 'outbox-relay' }),
+    metrics,
+    crashPoints,
+  });
+
+  let joined = false;
+  let crashed = false;
+  consumer.on(consumer.events.GROUP_JOIN, (e) => {
+    joined = true;
+    logger.info({ member_id: e.payload.memberId, assignment: e.payload.memberAssignment }, 'joined consumer group');
+  });
+  consumer.on(consumer.events.CRASH, (e) => {
+    logger.error({ err: e.payload.error, restart: e.payload.restart }, 'consumer crashed');
+    if (!e.payload.restart) {
+      crashed = true;
+      deps.onFatal?.(e.payload.error);
+    }
+  });
+
+  await producer.connect();
+  const failures =
+    deps.onFailure === undefined
+      ? await startFailureHandling({
+          kafka,
+          pool,
+          databaseUrl: config.databaseUrl,
+          names: topicNames({ events: config.eventsTopic, applied: config.appliedTopic, retryLevels: config.retryLevels ?? 4 }),
+          groupId: config.groupId,
+          consumer,
+          settings: failureSettings,
+          registry,
+          logger,
+          sessionTimeoutMs: config.sessionTimeoutMs,
+          ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
+        })
+      : undefined;
+  await consumer.connect();
+  await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
+  relay.start();
+  await consumer.run({
+    autoCommit: false,
+    eachBatchAutoResolve: false,
+    partitionsConsumedConcurrently: config.partitionsConcurrency,
+    eachBatch: createBatchHandler({
+      applier,
+      batchSize: config.batchSize,
+      logger,
+      metrics,
+      crashPoints,
+      onFailure: deps.onFailure ?? failures!.onFailure,
+      ...(deps.onQuarantined ? { onQuarantined: deps.onQuarantined } : failures ? { onQuarantined: failures.onQuarantined } : {}),
+      afterCommit: () => relay.nudge(),
+    }),
+  });
+  // Retry topics go through the same applier (fault injection included) as the main topic.
+  await failures?.startRetryConsumers(
+    (record) => applier.apply(record),
+    (result) => {
+      metrics.processed.inc({ outcome: result.outcome });
+      relay.nudge();
+    },
+  );
+
+  let admin: AdminServer | undefined;
+  if (deps.adminServer !== false) {
+    admin = await startAdminServer({
+      port: config.adminPort,
+      registry,
+      healthy: () => !crashed,
+      ready: async () => {
+        let database: boolean | string = true;
+        try {
+          await pool.query('SELECT 1');
+        } catch (error) {
+          database = (error as Error).message;
+        }
+        return { ready: joined && !crashed && database === true, checks: { consumer_group: joined, database } };
+      },
+    });
+  }
+  logger.info({ group: config.groupId, topic: config.eventsTopic, applied_topic: config.appliedTopic }, 'worker started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    registry,
+    metrics,
+    applier,
+    consumer,
+    failures,
+    relay,
+    pool,
+    adminPort: admin?.port,
+    pause: () => consumer.pause([{ topic: config.eventsTopic }]),
+    resume: () => consumer.resume([{ topic: config.eventsTopic }]),
+    close: () => {
+      closing ??= (async () => {
+        // The running batch stops between chunks; only what committed is committed in Kafka.
+        await consumer.disconnect();
+        await failures?.close();
+        await relay.stop();
+        await producer.disconnect();
+        await admin?.close();
+        if (ownPool) await pool.end();
+        logger.info('worker stopped');
+      })();
+      return closing;
+    },
+  };
+}

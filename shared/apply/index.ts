@@ -1,0 +1,15 @@
+export { SnapshotApplier } from './snapshot-applier.ts';
+export type { SnapshotApplierOptions } from './snapshot-applier.ts';
+export { decideOutcomes, PENDING_INBOX_STATUSES } from './decide.ts';
+export type { Decision, KnownInboxRow, KnownState } from './decide.ts';
+export {
+  APPLIED_HEADER_EVENT_ID,
+  APPLIED_HEADER_SOURCE_OFFSET,
+  APPLIED_HEADER_SOURCE_PARTITION,
+  APPLIED_HEADER_SOURCE_TOPIC,
+  appliedHeaders,
+  buildAppliedRecord,
+} from './applied-record.ts';
+export type { AppliedRecord } from './applied-record.ts';
+export * as applySql from './sql.ts';
+export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';

@@ -1,0 +1,230 @@
+import type { Pool, PoolClient } from 'pg';
+import { eventAction, parseEvent, resourceKey } from '../contract/index.ts';
+import { BridgeError } from '../errors/bridge-error.ts';
+import { appliedHeaders, buildAppliedRecord } from './applied-record.ts';
+import { decideOutcomes, idempotencyIndexKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
+import { LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
+import type { ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
+
+export interface SnapshotApplierOptions {
+  pool: Pool;
+  clock?: () => Date;
+  /** Called after COMMIT, before applyBatch returns (test-only fault injection hooks in here). */
+  afterCommit?: (results: ApplyResult[]) => void;
+}
+
+type Parsed = { ok: true; event: ParsedEvent } | { ok: false; result: ApplyResult };
+
+/**
+ * The one apply path: the worker, the retry consumers and the CLI's reprocess all feed raw
+ * records through it. Safe to feed the same record any number of times (idempotent and
+ * version-checked), from any number of processes at once (per-key advisory locks).
+ */
+export class SnapshotApplier {
+  readonly #pool: Pool;
+  readonly #clock: () => Date;
+  readonly #afterCommit: ((results: ApplyResult[]) => void) | undefined;
+
+  constructor(options: SnapshotApplierOptions) {
+    this.#pool = options.pool;
+    this.#clock = options.clock ?? (() => new Date());
+    this.#afterCommit = options.afterCommit;
+  }
+
+  /** Applies one record in its own transaction. */
+  async apply(record: SourceRecord): Promise<ApplyResult> {
+    const [result] = await this.applyBatch([record]);
+    return result!;
+  }
+
+  /**
+   * Applies the records in one transaction, in array order (keep a key's records in offset order).
+   * Returns one result per record, same order. Throws when the transaction fails: then nothing
+   * of the batch was applied. `invalid` records write nothing.
+   */
+  async applyBatch(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
+    const parsed = records.map(parseRecord);
+    const events = parsed.flatMap((p) => (p.ok ? [p.event] : []));
+    const decided = new Map<ParsedEvent, Decision>();
+    if (events.length > 0) {
+      const client = await this.#pool.connect();
+      let failed: unknown;
+      try {
+        await client.query('BEGIN');
+        const decisions = await this.#applyInTransaction(client, events);
+        await client.query('COMMIT');
+        for (const d of decisions) decided.set(d.event, d);
+      } catch (error) {
+        failed = error;
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      } finally {
+        // A connection that saw an error is discarded rather than reused in an unknown state.
+        client.release(failed instanceof Error ? failed : undefined);
+      }
+    }
+    const results = parsed.map((p) => (p.ok ? toResult(decided.get(p.event)!) : p.result));
+    this.#afterCommit?.(results);
+    return results;
+  }
+
+  async #applyInTransaction(client: PoolClient, events: ParsedEvent[]): Promise<Decision[]> {
+    const keys = [...new Set(events.map((e) => e.resourceKey))];
+    // Locked first, read after: the reads then see every commit made under these keys.
+    await client.query(LOCK_RESOURCE_KEYS, [keys]);
+
+    const eventIds = [...new Set(events.map((e) => e.envelope.event_id))];
+    const withKeys = events.filter((e) => e.envelope.idempotency_key !== undefined);
+    const resources = [...new Map(events.map((e) => [e.resourceKey, e.envelope])).values()];
+    const context = await client.query<{ kind: string; a: string; b: string; c: string; version: string | null; deleted: boolean | null }>(
+      READ_CHUNK_CONTEXT,
+      [
+        eventIds,
+        withKeys.map((e) => e.envelope.tenant_id),
+        withKeys.map((e) => e.envelope.idempotency_key),
+        resources.map((e) => e.tenant_id),
+        resources.map((e) => e.resource.type),
+        resources.map((e) => e.resource.id),
+      ],
+    );
+    const inbox = new Map<string, KnownInboxRow>();
+    const idempotency = new Map<string, string>();
+    const states = new Map<string, KnownState>();
+    for (const r of context.rows) {
+      if (r.kind === 'inbox') inbox.set(r.a, { bodySha256: r.b, status: r.c });
+      else if (r.kind === 'idem') idempotency.set(idempotencyIndexKey(r.a, r.b), r.c);
+      else {
+        const key = resourceKey({ tenant_id: r.a, resource: { type: r.b, id: r.c, version: 0 } });
+        states.set(key, { version: Number(r.version), deleted: r.deleted === true });
+      }
+    }
+
+    const decisions = decideOutcomes(events, inbox, idempotency, states);
+    const inboxRows = decisions.filter((d) => d.writeInbox);
+    // Only the last applied version of each resource in the chunk reaches the table.
+    const lastApplied = new Map<string, Decision>();
+    for (const d of decisions) if (d.outcome === 'applied') lastApplied.set(d.event.resourceKey, d);
+    const stateRows = [...lastApplied.values()];
+    const outboxRows = decisions.filter((d) => d.outcome === 'applied');
+    const anomalyRows = decisions.filter((d) => d.outcome === 'quarantined');
+    const appliedAt = this.#clock();
+    const col = <T>(rows: Decision[], f: (d: Decision) => T): T[] => rows.map(f);
+    const env = (d: Decision) => d.event.envelope;
+
+    const written = await client.query<{ inbox_rows: number; state_rows: number }>(WRITE_CHUNK_EFFECTS, [
+      col(inboxRows, (d) => env(d).event_id),
+      col(inboxRows, (d) => env(d).idempotency_key ?? null),
+      col(inboxRows, (d) => d.duplicateOf ?? null),
+      col(inboxRows, (d) => env(d).tenant_id),
+      col(inboxRows, (d) => env(d).resource.type),
+      col(inboxRows, (d) => env(d).resource.id),
+      col(inboxRows, (d) => env(d).resource.version),
+      col(inboxRows, (d) => env(d).event_type),
+      col(inboxRows, (d) => d.outcome),
+      col(inboxRows, (d) => d.reason ?? null),
+      col(inboxRows, (d) => d.event.bodySha256),
+      col(inboxRows, (d) => d.event.payload),
+      col(inboxRows, (d) => d.event.record.topic),
+      col(inboxRows, (d) => d.event.record.partition),
+      col(inboxRows, (d) => d.event.record.offset),
+      col(inboxRows, (d) => env(d).occurred_at),
+      col(inboxRows, (d) => receivedAt(d.event.record)),
+
+      col(stateRows, (d) => env(d).tenant_id),
+      col(stateRows, (d) => env(d).resource.type),
+      col(stateRows, (d) => env(d).resource.id),
+      col(stateRows, (d) => env(d).resource.version),
+      col(stateRows, (d) => d.event.action === 'delete'),
+      col(stateRows, (d) => (d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}))),
+      col(stateRows, (d) => env(d).event_id),
+
+      col(outboxRows, (d) => env(d).event_id),
+      col(outboxRows, (d) => d.event.resourceKey),
+      // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
+      col(outboxRows, (d) => JSON.stringify(buildAppliedRecord(d.event, appliedAt))),
+      col(outboxRows, (d) => JSON.stringify(appliedHeaders(d.event))),
+
+      col(anomalyRows, (d) => env(d).event_id),
+      col(anomalyRows, (d) => d.event.bodySha256),
+      col(anomalyRows, (d) => d.originalBodySha256 ?? null),
+      col(anomalyRows, (d) => d.event.payload),
+      col(anomalyRows, (d) => env(d).tenant_id),
+      col(anomalyRows, (d) => env(d).resource.type),
+      col(anomalyRows, (d) => env(d).resource.id),
+      col(anomalyRows, (d) => env(d).resource.version),
+      col(anomalyRows, (d) => d.event.record.topic),
+      col(anomalyRows, (d) => d.event.record.partition),
+      col(anomalyRows, (d) => d.event.record.offset),
+    ]);
+    const counts = written.rows[0]!;
+    if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');
+    if (counts.state_rows !== stateRows.length) throw concurrentChange('resource_state');
+    return decisions;
+  }
+}
+
+function headerString(value: RecordHeaderValue): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined ? undefined : first.toString();
+}
+
+function receivedAt(record: SourceRecord): string | null {
+  const header = headerString(record.headers?.['received-at']);
+  if (header !== undefined) {
+    const asNumber = Number(header);
+    const date = Number.isFinite(asNumber) && /^\d+$/.test(header) ? new Date(asNumber) : new Date(header);
+    if (!Number.isNaN(date.getTime())) return date.toISOString();
+  }
+  if (record.timestamp !== undefined && /^\d+$/.test(record.timestamp)) return new Date(Number(record.timestamp)).toISOString();
+  return null;
+}
+
+function parseRecord(record: SourceRecord): Parsed {
+  const bytes = record.value ?? Buffer.alloc(0);
+  const result = parseEvent(bytes);
+  if (!result.ok) {
+    return {
+      ok: false,
+      result: {
+        record,
+        outcome: 'invalid',
+        bodySha256: result.bodySha256,
+        reason: result.code,
+        error: new BridgeError(result.code, result.message, { retryable: false }),
+      },
+    };
+  }
+  const envelope = result.envelope;
+  return {
+    ok: true,
+    event: {
+      record,
+      envelope,
+      bodySha256: result.bodySha256,
+      payload: Buffer.from(bytes).toString('utf8'),
+      resourceKey: resourceKey(envelope),
+      action: eventAction(envelope),
+    },
+  };
+}
+
+function toResult(d: Decision): ApplyResult {
+  const { envelope } = d.event;
+  return {
+    record: d.event.record,
+    outcome: d.outcome,
+    bodySha256: d.event.bodySha256,
+    eventId: envelope.event_id,
+    resourceKey: d.event.resourceKey,
+    version: envelope.resource.version,
+    action: d.event.action,
+    storedVersion: d.storedVersion,
+    versionGap: d.versionGap,
+    ...(d.reason === undefined ? {} : { reason: d.reason }),
+  };
+}
+
+function concurrentChange(what: string): BridgeError {
+  // Only reachable when something outside the per-key lock changed the rows; retrying is correct.
+  return new BridgeError('apply_conflict', `${what} changed concurrently; the batch was rolled back`, { retryable: true });
+}

@@ -1,0 +1,107 @@
+// Every statement of the apply path. Set-based (unnest) so one transaction applies a whole chunk.
+
+/** Serialises every applier (main consumer, retry consumers, CLI reprocess) per resource key.
+ * Locks are taken in hash order so two chunks sharing keys can never deadlock. */
+export const LOCK_RESOURCE_KEYS = `
+  SELECT pg_advisory_xact_lock(h)
+  FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM unnest($1::text[]) AS k ORDER BY h) AS keys`;
+
+/** Everything the decisions need, in one round trip (after the keys are locked):
+ * kind 'inbox' (a = event_id, b = body_sha256, c = status), kind 'idem' (a = tenant_id,
+ * b = idempotency_key, c = event_id), kind 'state' (a, b, c = tenant, type, id; version, deleted). */
+export const READ_CHUNK_CONTEXT = `
+  SELECT 'inbox' AS kind, event_id AS a, body_sha256 AS b, status AS c, NULL::bigint AS version, NULL::boolean AS deleted
+  FROM inbox_events
+  WHERE event_id = ANY($1::text[])
+  UNION ALL
+  SELECT 'idem', i.tenant_id, i.idempotency_key, i.event_id, NULL, NULL
+  FROM inbox_events i
+  JOIN unnest($2::text[], $3::text[]) AS k(tenant_id, idempotency_key)
+    ON i.tenant_id = k.tenant_id AND i.idempotency_key = k.idempotency_key
+  WHERE i.idempotency_key IS NOT NULL AND i.duplicate_of IS NULL
+  UNION ALL
+  SELECT 'state', s.tenant_id, s.resource_type, s.resource_id, s.version, s.deleted
+  FROM resource_state s
+  JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, resource_type, resource_id)
+    ON s.tenant_id = k.tenant_id AND s.resource_type = k.resource_type AND s.resource_id = k.resource_id`;
+
+/**
+ * Every effect of a chunk in one statement: inbox rows ($1-$17), resource states ($18-$24),
+ * outbox rows ($25-$28), anomalies ($29-$39). Returns how many inbox and state rows were written,
+ * which the applier checks against what it decided.
+ *
+ * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered)
+ * with the same body, now settled.
+ * State: the version guard is also in SQL, so no code path can ever move a resource backwards.
+ * Outbox: ORDER BY ordinality, so ids follow apply order; the relay publishes in id order.
+ */
+export const WRITE_CHUNK_EFFECTS = `
+  WITH inbox AS (
+    INSERT INTO inbox_events (
+      event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
+      event_type, status, reason, body_sha256, payload, source_topic, source_partition, source_offset,
+      occurred_at, received_at)
+    SELECT * FROM unnest(
+      $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+      $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::int[], $15::bigint[],
+      $16::timestamptz[], $17::timestamptz[])
+    ON CONFLICT (event_id) DO UPDATE SET
+      status = EXCLUDED.status,
+      reason = EXCLUDED.reason,
+      duplicate_of = EXCLUDED.duplicate_of,
+      resource_version = EXCLUDED.resource_version,
+      updated_at = now()
+    WHERE inbox_events.status IN ('received', 'retrying', 'dead_lettered')
+      AND inbox_events.body_sha256 = EXCLUDED.body_sha256
+    RETURNING 1
+  ), state AS (
+    INSERT INTO resource_state (tenant_id, resource_type, resource_id, version, deleted, data, last_event_id)
+    SELECT t, ty, id, v, d, data::jsonb, e
+    FROM unnest($18::text[], $19::text[], $20::text[], $21::bigint[], $22::bool[], $23::text[], $24::text[])
+      AS u(t, ty, id, v, d, data, e)
+    ON CONFLICT (tenant_id, resource_type, resource_id) DO UPDATE SET
+      version = EXCLUDED.version,
+      deleted = EXCLUDED.deleted,
+      data = EXCLUDED.data,
+      last_event_id = EXCLUDED.last_event_id,
+      updated_at = now()
+    WHERE resource_state.version < EXCLUDED.version
+    RETURNING 1
+  ), outbox AS (
+    INSERT INTO applied_outbox (event_id, key, payload, headers)
+    SELECT e, k, p, h::jsonb
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[]) WITH ORDINALITY AS u(e, k, p, h, n)
+    ORDER BY n
+    RETURNING 1
+  ), anomalies AS (
+    INSERT INTO inbox_anomalies (
+      event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
+      resource_version, source_topic, source_partition, source_offset)
+    SELECT * FROM unnest(
+      $29::text[], $30::text[], $31::text[], $32::text[], $33::text[], $34::text[], $35::text[],
+      $36::bigint[], $37::text[], $38::int[], $39::bigint[])
+    ON CONFLICT (event_id, body_sha256) DO NOTHING
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM inbox)::int AS inbox_rows,
+         (SELECT count(*) FROM state)::int AS state_rows,
+         (SELECT count(*) FROM outbox)::int AS outbox_rows,
+         (SELECT count(*) FROM anomalies)::int AS anomaly_rows`;
+
+// Relay. Only one relay publishes at a time (per database), which keeps per-key order on the topic.
+export const TRY_RELAY_LEADER_LOCK = `SELECT pg_try_advisory_xact_lock(7261003412) AS leader`;
+
+export const SELECT_UNPUBLISHED_OUTBOX = `
+  SELECT id, key, payload, headers
+  FROM applied_outbox
+  WHERE published_at IS NULL
+  ORDER BY id
+  LIMIT $1`;
+
+export const MARK_OUTBOX_PUBLISHED = `
+  UPDATE applied_outbox SET published_at = now() WHERE id = ANY($1::bigint[])`;
+
+export const OLDEST_UNPUBLISHED_OUTBOX_AGE = `
+  SELECT COALESCE((
+    SELECT EXTRACT(EPOCH FROM now() - created_at)
+    FROM applied_outbox WHERE published_at IS NULL ORDER BY id LIMIT 1), 0)::float8 AS age_seconds`;

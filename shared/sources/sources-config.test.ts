@@ -1,0 +1,83 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadSources, parseSourcesFile, resolveSources, SourcesConfigError } from './index.ts';
+
+const hmacSecret = 'a-long-enough-hmac-secret';
+const stdSecret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof SourcesConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected a SourcesConfigError');
+}
+
+describe('webhook sources configuration', () => {
+  it('loads the committed dev configuration with the dev env values', () => {
+    const sources = loadSources('infra/dev-sources.json', { DEMO_SECRET: hmacSecret, DEMO_STD_SECRET: stdSecret });
+    expect(sources.map((s) => [s.id, s.scheme, s.tenants])).toEqual([
+      ['demo', 'hmac-sha256', ['tenant_acme']],
+      ['demo-std', 'standard-webhooks', ['tenant_acme']],
+    ]);
+    expect(sources[0]!.secrets).toEqual([{ id: 'demo-2026-01', value: hmacSecret }]);
+  });
+
+  it('defaults the scheme to hmac-sha256 and the tolerance to 300 s', () => {
+    const file = parseSourcesFile({ sources: [{ id: 's', secrets: [{ id: 'k', env: 'S_SECRET' }], tenants: ['t'] }] });
+    const [source] = resolveSources(file, { env: { S_SECRET: hmacSecret } });
+    expect(source).toMatchObject({ scheme: 'hmac-sha256', toleranceSeconds: 300 });
+  });
+
+  it('reports every missing secret at once: no secret defaults, no start without them', () => {
+    const file = parseSourcesFile({
+      sources: [
+        { id: 'a', secrets: [{ id: 'k1', env: 'A_SECRET' }, { id: 'k2', env: 'A_NEXT' }], tenants: ['t'] },
+        { id: 'b', scheme: 'standard-webhooks', secrets: [{ id: 'k', env: 'B_SECRET' }], tenants: ['t'] },
+      ],
+    });
+    expect(problems(() => resolveSources(file, { env: { A_NEXT: '' } }))).toEqual([
+      'source "a" secret "k1": environment variable A_SECRET is not set',
+      'source "a" secret "k2": environment variable A_NEXT is not set',
+      'source "b" secret "k": environment variable B_SECRET is not set',
+    ]);
+  });
+
+  it('reads secret files relative to the sources file, without the trailing newline', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sources-'));
+    writeFileSync(path.join(dir, 'demo.secret'), `${hmacSecret}\n`);
+    writeFileSync(path.join(dir, 'sources.json'), JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'demo.secret' }], tenants: ['t'] }] }));
+    expect(loadSources(path.join(dir, 'sources.json'), {})[0]!.secrets[0]!.value).toBe(hmacSecret);
+    writeFileSync(path.join(dir, 'missing.json'), JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'nope.secret' }], tenants: ['t'] }] }));
+    expect(problems(() => loadSources(path.join(dir, 'missing.json'), {}))[0]).toMatch(/cannot read secret file .*nope\.secret \(ENOENT\)/);
+  });
+
+  it('refuses inline secret values, duplicates, unknown schemes and empty lists', () => {
+    expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', secrets: [{ id: 'k', value: 'inline' }], tenants: ['t'] }] })).length).toBeGreaterThan(0);
+    const duplicated = { id: 'a', secrets: [{ id: 'k', env: 'X' }, { id: 'k', env: 'Y' }], tenants: ['t'] };
+    expect(problems(() => parseSourcesFile({ sources: [duplicated, { ...duplicated, secrets: [{ id: 'k', env: 'X' }] }] }))).toEqual([
+      'sources.0.secrets.1.id: duplicate secret id "k"',
+      'sources.1.id: duplicate source id "a"',
+    ]);
+    expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', scheme: 'md5', secrets: [{ id: 'k', env: 'X' }], tenants: ['t'] }] })).length).toBe(1);
+    expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', secrets: [], tenants: [] }] }))).toHaveLength(2);
+  });
+
+  it('refuses secrets too weak or malformed to verify anything', () => {
+    const file = parseSourcesFile({
+      sources: [
+        { id: 'a', secrets: [{ id: 'short', env: 'SHORT' }], tenants: ['t'] },
+        { id: 'b', scheme: 'standard-webhooks', secrets: [{ id: 'bad', env: 'BAD' }, { id: 'tiny', env: 'TINY' }], tenants: ['t'] },
+      ],
+    });
+    expect(problems(() => resolveSources(file, { env: { SHORT: 'short', BAD: 'whsec_not base64!', TINY: 'whsec_AAAA' } }))).toEqual([
+      'source "a" secret "short": is 5 bytes, at least 16 required',
+      'source "b" secret "bad": must be base64, optionally prefixed with whsec_',
+      'source "b" secret "tiny": decoded key is 3 bytes, at least 16 required',
+    ]);
+  });
+});

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import type { Kafka } from 'kafkajs';
+import { repoRoot } from '../../infra/paths.ts';
+import { loadSources } from '../../shared/sources/index.ts';
+import { startIngress, type IngressHandle } from '../../services/ingress/ingress.ts';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { bridgeEnv, runBridge } from './run-bridge.ts';
+
+/** The operator's first minute: send a demo webhook through the real ingress and worker, then look at it. */
+describe('bridge send / trace / lag against the real ingress and worker', () => {
+  let kafka: Kafka;
+  let db: TestDatabase;
+  let ingress: IngressHandle;
+  let worker: WorkerHandle;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    db = await createTestDatabase();
+    const { settings } = await createTestTopics(kafka);
+    const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+    const sourcesFile = path.join(repoRoot, devEnv.WEBHOOK_SOURCES_FILE!);
+    const group = uniqueName('theme-applier');
+    env = {
+      ...bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 3, group }),
+      WEBHOOK_SOURCES_FILE: sourcesFile,
+      DEMO_SECRET: devEnv.DEMO_SECRET!,
+      DEMO_STD_SECRET: devEnv.DEMO_STD_SECRET!,
+    };
+    ingress = await startIngress({
+      port: 0,
+      adminPort: 0,
+      host: '127.0.0.1',
+      brokers: testBrokers(),
+      topic: settings.events,
+      sources: loadSources(sourcesFile, env),
+      logLevel: 'silent',
+    });
+    worker = await startWorker(
+      workerTestConfig({ brokers: testBrokers(), databaseUrl: db.url, eventsTopic: settings.events, appliedTopic: settings.applied, overrides: { groupId: group } }),
+      { adminServer: false },
+    );
+  });
+  afterAll(async () => {
+    await ingress?.close();
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('send --demo is accepted (202), applied by the worker, traced, and the lag drains to 0', async () => {
+    const sent = await runBridge(['send', '--demo', '--url', ingress.url, '--json'], env);
+    expect(sent.code, sent.stdout + sent.stderr).toBe(0);
+    const out = sent.json();
+    expect(out).toMatchObject({ ok: true, status: 202, source: 'demo', response: { status: 'accepted', event_id: out.event_id } });
+
+    const std = await runBridge(['send', '--demo', '--source', 'demo-std', '--url', ingress.url], env);
+    expect(std.code, std.stdout + std.stderr).toBe(0);
+    expect(std.stdout).toMatch(/202 Accepted/);
+
+    await waitFor('both demo events applied', async () => {
+      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('applied', 'stale')`);
+      return rows[0].n === 2;
+    }, 30_000);
+    const trace = await runBridge(['trace', 'tenant_acme', 'theme', 'theme_aurora-night', '--json'], env);
+    expect(trace.code, trace.stderr).toBe(0);
+    expect(trace.json().events.map((e: any) => e.event_id)).toContain(out.event_id);
+    expect(trace.json().state).toMatchObject({ deleted: false });
+
+    await waitFor('lag 0', async () => {
+      const lag = await runBridge(['lag', '--json'], env);
+      return lag.code === 0 && lag.json().total_lag === 0;
+    }, 30_000);
+  });
+});

@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import type { Admin, Kafka } from 'kafkajs';
+import { Partitioners } from 'kafkajs';
+import { resourceKey, sampleThemeEvent, type EventEnvelope } from '../../shared/contract/index.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { bridgeEnv, runBridge } from './run-bridge.ts';
+
+const tenant = 'tenant_acme';
+
+function themeEvent(id: string, version: number, extra: Partial<EventEnvelope> = {}): EventEnvelope {
+  return sampleThemeEvent({ tenant_id: tenant, ...extra, resource: { id, version }, data: { ...sampleThemeEvent().data, name: `${id} v${version}` } as never });
+}
+
+/** What the ingress produces: the raw body, keyed by resource, with its headers. */
+function ingressRecord(event: EventEnvelope, timestamp: number, body = JSON.stringify(event)) {
+  return {
+    key: resourceKey(event),
+    value: body,
+    timestamp: String(timestamp),
+    headers: {
+      'event-id': event.event_id,
+      source: 'demo',
+      'received-at': new Date(timestamp).toISOString(),
+      'body-sha256': createHash('sha256').update(body).digest('hex'),
+      'event-type': event.event_type,
+    },
+  };
+}
+
+const STATE = `SELECT version, deleted, data, last_event_id FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`;
+const INBOX = `SELECT event_id, status, resource_version, reason, body_sha256, payload, source_topic, source_partition, source_offset
+  FROM inbox_events WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2 ORDER BY event_id`;
+
+describe('bridge reprocess and trace (as a subprocess)', () => {
+  let kafka: Kafka;
+  let admin: Admin;
+  let db: TestDatabase;
+  let env: Record<string, string>;
+  let events: string;
+  const group = uniqueName('theme-applier');
+  const a = uniqueName('theme_a');
+  const b = uniqueName('theme_b');
+  const old = Date.now() - 3_600_000;
+  const recent = Date.now() - 60_000;
+  const aEvents = [1, 2, 3, 4, 5].map((v) => themeEvent(a, v));
+  const aStale = themeEvent(a, 3);
+  const bEvents = [1, 2, 3].map((v) => themeEvent(b, v));
+  const wipe = async (id: string) => {
+    await db.pool.query(`DELETE FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`, [tenant, id]);
+    await db.pool.query(`DELETE FROM inbox_events WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`, [tenant, id]);
+  };
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    admin = kafka.admin();
+    await admin.connect();
+    db = await createTestDatabase();
+    const { settings, names } = await createTestTopics(kafka);
+    events = names.events;
+    env = bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 3, group });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    // Resource a: an hour ago, versions 1-5, then a late stale v3 and a redelivery of v5.
+    // Resource b: a minute ago, versions 1-3.
+    await producer.send({
+      topic: events,
+      acks: -1,
+      messages: [...aEvents, aStale, aEvents[4]!].map((e) => ingressRecord(e, old)),
+    });
+    await producer.send({ topic: events, acks: -1, messages: bEvents.map((e) => ingressRecord(e, recent)) });
+    await producer.disconnect();
+  });
+  afterAll(async () => {
+    await admin.disconnect();
+    await db.drop();
+  });
+
+  it('--dry-run counts the records of the range and applies nothing', async () => {
+    const run = await runBridge(['reprocess', '--topic', events, '--from', '0', '--dry-run', '--json'], env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.json()).toMatchObject({ dry_run: true, records: 10 });
+    expect(run.json().outcomes).toBeUndefined();
+    const { rows } = await db.pool.query('SELECT (SELECT count(*) FROM inbox_events)::int AS inbox, (SELECT count(*) FROM resource_state)::int AS state, (SELECT count(*) FROM applied_outbox)::int AS outbox');
+    expect(rows[0]).toEqual({ inbox: 0, state: 0, outbox: 0 });
+  });
+
+  it('applies a range through the apply path and counts by outcome, without touching the real group', async () => {
+    const run = await runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.json()).toMatchObject({ dry_run: false, records: 10, outcomes: { applied: 8, stale: 1, duplicate: 1, duplicate_version: 0, quarantined: 0, invalid: 0 } });
+    expect((await db.pool.query(STATE, [tenant, a])).rows[0]).toMatchObject({ version: '5', deleted: false, last_event_id: aEvents[4]!.event_id });
+    const [offsets] = await admin.fetchOffsets({ groupId: group, topics: [events] });
+    expect(offsets!.partitions.every((p) => p.offset === '-1')).toBe(true);
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId);
+    expect(groups.filter((g) => g.startsWith('bridge-cli-reprocess'))).toEqual([]);
+
+    const again = await runBridge(['reprocess', '--topic', events, '--from', '0'], env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/10 records reprocessed: applied 0, stale 0, duplicate 10/);
+  });
+
+  it('rebuilds a wiped resource exactly from an offset range and from a time range', async () => {
+    const stateA = (await db.pool.query(STATE, [tenant, a])).rows;
+    const inboxA = (await db.pool.query(INBOX, [tenant, a])).rows;
+    const stateB = (await db.pool.query(STATE, [tenant, b])).rows;
+    const inboxB = (await db.pool.query(INBOX, [tenant, b])).rows;
+    expect(stateA).toHaveLength(1);
+    expect(inboxA).toHaveLength(6);
+
+    await wipe(a);
+    expect((await db.pool.query(STATE, [tenant, a])).rows).toEqual([]);
+    const byOffset = await runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env);
+    expect(byOffset.code, byOffset.stderr).toBe(0);
+    expect(byOffset.json().outcomes).toMatchObject({ applied: 5, stale: 1, duplicate: 4 });
+    expect((await db.pool.query(STATE, [tenant, a])).rows).toEqual(stateA);
+    expect((await db.pool.query(INBOX, [tenant, a])).rows).toEqual(inboxA);
+
+    // b was produced a minute ago, a an hour ago: a time range between them reads only b's records.
+    await wipe(b);
+    const between = new Date((old + recent) / 2).toISOString();
+    const byTime = await runBridge(['reprocess', '--topic', events, '--from', between, '--to', new Date().toISOString(), '--json'], env);
+    expect(byTime.code, byTime.stderr).toBe(0);
+    expect(byTime.json()).toMatchObject({ records: 3, outcomes: { applied: 3 } });
+    expect((await db.pool.query(STATE, [tenant, b])).rows).toEqual(stateB);
+    expect((await db.pool.query(INBOX, [tenant, b])).rows).toEqual(inboxB);
+  });
+
+  it('--partition and an exclusive --to offset narrow the range', async () => {
+    const partition = (await db.pool.query(`SELECT source_partition FROM inbox_events WHERE event_id = $1`, [aEvents[0]!.event_id])).rows[0].source_partition as number;
+    const run = await runBridge(['reprocess', '--topic', events, '--partition', String(partition), '--from', '1', '--to', '3', '--dry-run', '--json'], env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.json().partitions).toEqual([{ partition, from: '1', to: '3', records: 2 }]);
+  });
+
+  it('trace shows the state and every event, newest first, with status, version, reason and coordinates', async () => {
+    const run = await runBridge(['trace', tenant, 'theme', a, '--json'], env);
+    expect(run.code, run.stderr).toBe(0);
+    const out = run.json();
+    expect(out.state).toMatchObject({ version: 5, deleted: false, last_event_id: aEvents[4]!.event_id });
+    expect(out.events).toHaveLength(6);
+    const stale = out.events.find((e: any) => e.event_id === aStale.event_id);
+    expect(stale).toMatchObject({ status: 'stale', version: 3, reason: 'stored version 5', kafka: { topic: events } });
+    expect(out.events.filter((e: any) => e.status === 'applied').map((e: any) => e.version)).toEqual([5, 4, 3, 2, 1]);
+    expect(out.applied.length).toBeGreaterThanOrEqual(5);
+
+    const text = await runBridge(['trace', tenant, 'theme', a], env);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/state: version 5, last event/);
+    expect(text.stdout).toMatch(new RegExp(`${aStale.event_id}\\s+theme.updated\\s+3\\s+stale\\s+stored version 5`));
+
+    const missing = await runBridge(['trace', tenant, 'theme', 'nope'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/nothing known about tenant_acme\/theme\/nope/);
+  });
+});

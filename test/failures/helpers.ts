@@ -1,0 +1,31 @@
+import type { Registry } from 'prom-client';
+import type pg from 'pg';
+import type { Kafka } from 'kafkajs';
+
+/** The value of one sample of a metric (0 when absent). */
+export async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return 0;
+  const { values } = await metric.get();
+  const match = values.find((v) => Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val));
+  return match?.value ?? 0;
+}
+
+export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function inboxRow(pool: pg.Pool, eventId: string) {
+  const { rows } = await pool.query<{ status: string; reason: string | null; attempts: number; last_error: string | null }>(
+    'SELECT status, reason, attempts, last_error FROM inbox_events WHERE event_id = $1',
+    [eventId],
+  );
+  return rows[0];
+}

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type pg from 'pg';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { defaultFailureSettings } from '../../shared/failures/index.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { migrate } from '../../shared/db/migrate.ts';
+import { ensureDatabase } from '../../infra/postgres.ts';
+import type { TopicNames } from '../../shared/kafka/topics.ts';
+import type { EventEnvelope } from '../../shared/contract/index.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { groupCaughtUp, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { metricValue, topicSize } from './helpers.ts';
+import { OwnPostgres } from './own-postgres.ts';
+
+const T = 'tenant_outage';
+const OUTAGE_MS = 30_000;
+const RESOURCES = 25;
+
+describe('failures: Postgres outage under a steady stream', () => {
+  const own = new OwnPostgres(Number(process.env.OUTAGE_PG_PORT ?? 5543));
+  let pool: pg.Pool;
+  let kafka: Kafka;
+  let producer: Producer;
+  let worker: WorkerHandle;
+  let names: TopicNames;
+  let groupId: string;
+
+  beforeAll(async () => {
+    await own.init();
+    await own.start();
+    const url = await ensureDatabase(own.adminUrl, 'bridge');
+    pool = createPool({ url, max: 2, applicationName: 'outage-test' });
+    pool.on('error', () => {}); // idle connections die with the server; the test expects that
+    await migrate(pool);
+    kafka = testKafka();
+    ({ names } = await createTestTopics(kafka));
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: {
+        retryLevels: names.retries.length,
+        // Short retry delays so anything wrongly routed would show up quickly; probes capped at 2 s.
+        failures: { ...defaultFailureSettings, schedule: { delaysMs: [200, 200, 200, 200], jitter: 0 }, probeMaxMs: 2_000 },
+        statementTimeoutMs: 3_000,
+      },
+    });
+    groupId = config.groupId;
+    worker = await startWorker(config);
+    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+  });
+
+  afterAll(async () => {
+    await producer?.disconnect();
+    await worker?.close();
+    await pool?.end().catch(() => {});
+    await own.destroy();
+  });
+
+  it('pauses instead of draining: nothing in a retry topic or the DLQ, everything applied after, lag back to zero', async () => {
+    const sent: EventEnvelope[] = [];
+    const versions = new Map<string, number>();
+    let streaming = true;
+    const stream = (async () => {
+      for (let i = 0; streaming; i += 1) {
+        const batch: EventEnvelope[] = [];
+        for (let j = 0; j < 3; j += 1) {
+          const id = `r${(i * 3 + j) % RESOURCES}`;
+          const version = (versions.get(id) ?? 0) + 1;
+          versions.set(id, version);
+          batch.push(themeEvent(T, id, version));
+        }
+        await producer.send({ topic: names.events, acks: -1, messages: batch.map((e) => { const r = raw(e); return { key: r.key, value: r.value }; }) });
+        sent.push(...batch);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+
+    const appliedCount = async () => Number((await pool.query('SELECT count(*) AS n FROM inbox_events')).rows[0].n);
+    await waitFor('some events applied before the outage', async () => (await appliedCount()) > 20);
+    await own.stop();
+    const stoppedAt = Date.now();
+    await waitFor('main consumer paused', async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1, 20_000);
+    await new Promise((r) => setTimeout(r, OUTAGE_MS - (Date.now() - stoppedAt)));
+    // The whole outage: nothing was routed anywhere.
+    expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(1);
+    for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
+    await own.start();
+    await new Promise((r) => setTimeout(r, 2_000));
+    streaming = false;
+    await stream;
+
+    await waitFor('main group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
+    await waitFor('every event in the inbox', async () => (await appliedCount()) === sent.length, 30_000);
+    const { rows } = await pool.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM inbox_events GROUP BY status');
+    expect(Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))).toEqual({ applied: sent.length });
+    const states = await pool.query<{ resource_id: string; version: string }>('SELECT resource_id, version FROM resource_state WHERE tenant_id = $1', [T]);
+    expect(Object.fromEntries(states.rows.map((r) => [r.resource_id, Number(r.version)]))).toEqual(Object.fromEntries(versions));
+    for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
+    expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(0);
+    expect(await metricValue(worker.registry, 'webhook_outage_pauses_total', { consumer: 'main' })).toBeGreaterThanOrEqual(1);
+    expect(await metricValue(worker.registry, 'dead_letter_total')).toBe(0);
+    console.error(`[outage] ${sent.length} events streamed, Postgres down ${OUTAGE_MS / 1000} s, all applied, no retry or DLQ record`);
+  }, 150_000);
+});

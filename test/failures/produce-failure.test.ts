@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { defaultFailureSettings } from '../../shared/failures/index.ts';
+import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+
+const T = 'tenant_dlq_down';
+
+// Regression: a record whose DLQ produce fails must not have its offset committed (it would be lost).
+describe('failures: producing to the DLQ fails', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  let worker: WorkerHandle;
+  let names: TopicNames;
+  let settings: TopicSettings;
+  let groupId: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+    ({ names, settings } = await createTestTopics(kafka, { eventsPartitions: 1 }));
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.deleteTopics({ topics: [names.dlq] });
+    await admin.disconnect();
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: { retryLevels: names.retries.length, failures: { ...defaultFailureSettings, produceTimeoutMs: 1_500 } },
+    });
+    groupId = config.groupId;
+    worker = await startWorker(config);
+  });
+
+  afterAll(async () => {
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('does not commit the offset, and delivers the record to the DLQ once it can', async () => {
+    const key = `${T}/theme/blocked`;
+    const poison = '{"not": "an envelope"}';
+    await produce(kafka, names.events, [raw(themeEvent(T, 'blocked', 1)), { key, value: poison }, raw(themeEvent(T, 'blocked', 2))]);
+    // The three share one chunk transaction, so both valid events are applied; the offsets are
+    // resolved in order, so nothing from the poison record on may be committed.
+    await waitFor('valid events applied', async () => (await stateOf(db.pool, T, 'blocked'))?.version === 2);
+    await new Promise((r) => setTimeout(r, 4_000));
+    const admin0 = kafka.admin();
+    await admin0.connect();
+    const [committed] = await admin0.fetchOffsets({ groupId, topics: [names.events] });
+    await admin0.disconnect();
+    expect(Number(committed!.partitions[0]!.offset)).toBeLessThanOrEqual(1); // the poison is offset 1
+
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, topicSpecs(settings), 1);
+    await admin.disconnect();
+
+    await waitFor('caught up once the DLQ exists', () => groupCaughtUp(kafka, groupId, names.events), 90_000);
+    expect((await stateOf(db.pool, T, 'blocked'))?.version).toBe(2);
+    const dlq = await waitFor('poison in the DLQ', async () => {
+      const records = await readTopic(kafka, names.dlq);
+      return records.length > 0 ? records : undefined;
+    });
+    expect(dlq.every((r) => r.value.toString() === poison && r.headers['dlq-reason'] === 'invalid_envelope')).toBe(true);
+  }, 150_000);
+});

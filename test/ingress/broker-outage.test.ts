@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import type { IngressHandle } from '../../services/ingress/ingress.ts';
+import { createTestTopics, testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { post, readTopic, readyz, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+
+// A broker of the test's own (never the shared one) is stopped and started under a live ingress.
+describe('ingress during a broker outage', () => {
+  const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort: 29292 });
+  let kafka: Kafka;
+  let topic: string;
+  let ingress: IngressHandle;
+  const acked = new Set<string>();
+  const refused = new Set<string>();
+
+  beforeAll(async () => {
+    cluster.wipe();
+    await cluster.start(120_000);
+    kafka = testKafka(uniqueName('outage'), cluster.brokers);
+    topic = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.events;
+    ingress = await startTestIngress(cluster.brokers, topic, { ackTimeoutMs: 2000, probeIntervalMs: 250 });
+  }, 180_000);
+
+  afterAll(async () => {
+    await ingress?.close();
+    await cluster.stop();
+    cluster.wipe();
+  });
+
+  async function sendSome(count: number): Promise<number[]> {
+    const statuses: number[] = [];
+    for (let i = 0; i < count; i += 1) {
+      const request = signedRequest({ event: { resource: { id: `theme_${i % 4}` } } });
+      const answer = await post(ingress.url, request);
+      statuses.push(answer.status);
+      if (answer.status === 202) acked.add(request.eventId);
+      else {
+        refused.add(request.eventId);
+        expect(answer.status).toBe(503);
+        expect(answer.headers['retry-after']).toBe('5');
+      }
+    }
+    return statuses;
+  }
+
+  it('answers 503 (never 2xx) while the broker is down and 202 again once it is back', async () => {
+    expect(await sendSome(10)).toEqual(Array(10).fill(202));
+    expect(await readyz(ingress)).toBe(200);
+
+    await cluster.stopNode(1);
+    // Whatever the producer was doing when the broker went away: never a 2xx from here on.
+    const during = await sendSome(10);
+    expect(during).toEqual(Array(10).fill(503));
+    await waitFor(async () => (await readyz(ingress)) === 503, 10_000, 'readiness to turn false');
+
+    // Once the outage is known, refusals are fast instead of waiting for the ack timeout.
+    const started = performance.now();
+    expect(await sendSome(20)).toEqual(Array(20).fill(503));
+    expect((performance.now() - started) / 20).toBeLessThan(100);
+
+    await cluster.startNode(1);
+    await waitFor(async () => (await readyz(ingress)) === 200, 60_000, 'readiness to turn true');
+    await waitFor(async () => (await sendSome(1))[0] === 202, 30_000, 'a 202 after the restart');
+    expect(await sendSome(10)).toEqual(Array(10).fill(202));
+
+    // Every 2xx is on the topic; anything else on it was answered 503 (the provider retries it).
+    const records = await readTopic(kafka, topic);
+    const ids = new Set(records.map((r) => r.headers['event-id']!));
+    for (const id of acked) expect(ids.has(id)).toBe(true);
+    for (const id of ids) expect(acked.has(id) || refused.has(id)).toBe(true);
+    expect(records.filter((r) => acked.has(r.headers['event-id']!)).length).toBe(acked.size);
+  });
+});

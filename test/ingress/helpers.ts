@@ -1,0 +1,174 @@
+import http from 'node:http';
+import type { Kafka, KafkaMessage } from 'kafkajs';
+import { sampleThemeEvent, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
+import { signWebhook } from '../../shared/signing/index.ts';
+import type { SignatureScheme } from '../../shared/signing/index.ts';
+import type { WebhookSource } from '../../shared/sources/index.ts';
+import { startIngress, type IngressConfig, type IngressHandle } from '../../services/ingress/ingress.ts';
+import { uniqueName } from '../helpers/names.ts';
+
+export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
+export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
+export const STD_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+
+export function testSources(): WebhookSource[] {
+  return [
+    {
+      id: 'acme',
+      scheme: 'hmac-sha256',
+      secrets: [
+        { id: 'acme-old', value: HMAC_SECRET },
+        { id: 'acme-new', value: HMAC_SECRET_NEXT },
+      ],
+      tenants: ['tenant_acme', 'tenant_other'],
+      toleranceSeconds: 300,
+    },
+    { id: 'acme-std', scheme: 'standard-webhooks', secrets: [{ id: 'std-1', value: STD_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300 },
+  ];
+}
+
+export async function startTestIngress(
+  brokers: string[],
+  topic: string,
+  overrides: Partial<IngressConfig> = {},
+): Promise<IngressHandle> {
+  return startIngress(
+    { port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers, topic, sources: testSources(), ...overrides },
+    { logger: createLogger({ name: 'ingress-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }) },
+  );
+}
+
+export interface SignedRequest {
+  path: string;
+  headers: Array<[string, string]>;
+  body: Buffer;
+  eventId: string;
+  key: string;
+}
+
+export function signedRequest(
+  options: { source?: string; scheme?: SignatureScheme; secret?: string; event?: SampleThemeEventOverrides; timestamp?: number; body?: Buffer } = {},
+): SignedRequest {
+  const scheme = options.scheme ?? 'hmac-sha256';
+  const source = options.source ?? (scheme === 'hmac-sha256' ? 'acme' : 'acme-std');
+  const secret = options.secret ?? (scheme === 'hmac-sha256' ? HMAC_SECRET : STD_SECRET);
+  const event = sampleThemeEvent(options.event);
+  const body = options.body ?? Buffer.from(JSON.stringify(event));
+  const headers = signWebhook({ scheme, secret, body, id: event.event_id, timestamp: options.timestamp });
+  return {
+    path: `/webhooks/${source}`,
+    headers: Object.entries(headers),
+    body,
+    eventId: event.event_id,
+    key: `${event.tenant_id}/${event.resource.type}/${event.resource.id}`,
+  };
+}
+
+export interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+/** node:http so tests control raw header lines (repeats included), which fetch would merge. */
+export function send(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
+  const url = new URL(request.path, baseUrl);
+  const body = typeof request.body === 'string' ? Buffer.from(request.body) : request.body;
+  const headers = request.headers.some(([name]) => ['content-length', 'transfer-encoding'].includes(name.toLowerCase()))
+    ? request.headers
+    : [...request.headers, ['content-length', String(body.length)] as [string, string]];
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { method: request.method ?? 'POST', host: url.hostname, port: url.port, path: url.pathname, agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    const grouped = new Map<string, string[]>();
+    for (const [name, value] of headers) grouped.set(name.toLowerCase(), [...(grouped.get(name.toLowerCase()) ?? []), value]);
+    // An array value becomes repeated header lines on the wire.
+    for (const [name, values] of grouped) req.setHeader(name, values.length === 1 ? values[0]! : values);
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export function post(baseUrl: string, signed: SignedRequest): Promise<Answer> {
+  return send(baseUrl, signed);
+}
+
+/** Records on the topic: the sum of end offsets (no transactions, so every offset is a record). */
+export async function topicRecordCount(kafka: Kafka, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export interface ReadRecord {
+  partition: number;
+  offset: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Reads every record of a topic from the beginning (until the count from the offsets is reached). */
+export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 30_000): Promise<ReadRecord[]> {
+  const expected = await topicRecordCount(kafka, topic);
+  const records: ReadRecord[] = [];
+  if (expected === 0) return records;
+  const consumer = kafka.consumer({ groupId: uniqueName('ingress-read') });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`read ${records.length}/${expected} records of ${topic}`)), timeoutMs);
+      consumer
+        .run({
+          eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
+            records.push({
+              partition,
+              offset: message.offset,
+              key: message.key?.toString() ?? '',
+              value: message.value ?? Buffer.alloc(0),
+              headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
+            });
+            if (records.length >= expected) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return records;
+}
+
+export async function waitFor(condition: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+export async function readyz(handle: IngressHandle): Promise<number> {
+  const res = await fetch(`${handle.adminUrl}/readyz`);
+  await res.text();
+  return res.status;
+}

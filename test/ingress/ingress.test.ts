@@ -1,0 +1,322 @@
+import { readFileSync } from 'node:fs';
+import { parseEnv } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { sampleThemeEvent } from '../../shared/contract/index.ts';
+import { signWebhook } from '../../shared/signing/index.ts';
+import { startIngress, type IngressHandle } from '../../services/ingress/ingress.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
+import { loadSources } from '../../shared/sources/index.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import {
+  HMAC_SECRET,
+  HMAC_SECRET_NEXT,
+  post,
+  readTopic,
+  readyz,
+  send,
+  signedRequest,
+  startTestIngress,
+  STD_SECRET,
+  topicRecordCount,
+} from './helpers.ts';
+
+describe('ingress against the real broker', () => {
+  let kafka: Kafka;
+  let topic: string;
+  let ingress: IngressHandle;
+  const accepted = new Set<string>();
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    const { names } = await createTestTopics(kafka, { eventsPartitions: 6, retryLevels: 0 });
+    topic = names.events;
+    ingress = await startTestIngress(testBrokers(), topic);
+  });
+
+  afterAll(async () => {
+    await ingress?.close();
+  });
+
+  async function expectAccepted(request: ReturnType<typeof signedRequest>): Promise<void> {
+    const answer = await post(ingress.url, request);
+    expect(answer.status, answer.body).toBe(202);
+    expect(JSON.parse(answer.body)).toEqual({ status: 'accepted', event_id: request.eventId });
+    accepted.add(request.eventId);
+  }
+
+  it('accepts a signed hmac-sha256 webhook and publishes the raw body with key and headers', async () => {
+    const event = sampleThemeEvent({ idempotency_key: 'idem-1' });
+    // Unusual but valid whitespace: the exact bytes must reach Kafka, not a re-serialisation.
+    const body = Buffer.from(JSON.stringify(event, null, 3));
+    const request = signedRequest({ body, event });
+    request.headers.push(['x-webhook-event', event.event_type], ['x-idempotency-key', 'idem-1']);
+    await expectAccepted({ ...request, eventId: event.event_id });
+
+    const records = await readTopic(kafka, topic);
+    const record = records.find((r) => r.headers['event-id'] === event.event_id);
+    expect(record).toBeDefined();
+    expect(record!.value.equals(body)).toBe(true);
+    expect(record!.key).toBe(`tenant_acme/theme/${event.resource.id}`);
+    expect(record!.headers).toMatchObject({
+      source: 'acme',
+      'secret-id': 'acme-old',
+      'event-type': 'theme.updated',
+      'idempotency-key': 'idem-1',
+    });
+    expect(record!.headers['body-sha256']).toMatch(/^[0-9a-f]{64}$/);
+    expect(Date.parse(record!.headers['received-at']!)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it('accepts a standard-webhooks webhook', async () => {
+    await expectAccepted(signedRequest({ scheme: 'standard-webhooks' }));
+  });
+
+  it('verifies old and new secrets during rotation and counts each', async () => {
+    await expectAccepted(signedRequest({ secret: HMAC_SECRET }));
+    await expectAccepted(signedRequest({ secret: HMAC_SECRET_NEXT }));
+    const metrics = await (await fetch(`${ingress.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/webhook_signature_verifications_total\{source="acme",secret_id="acme-new"\} [1-9]/);
+    expect(metrics).toMatch(/webhook_signature_verifications_total\{source="acme",secret_id="acme-old"\} [1-9]/);
+  });
+
+  it('refuses a removed secret once the source no longer lists it', async () => {
+    const rotated = await startTestIngress(testBrokers(), topic, {
+      sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'acme-new', value: HMAC_SECRET_NEXT }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+    });
+    try {
+      expect((await post(rotated.url, signedRequest({ secret: HMAC_SECRET }))).status).toBe(401);
+      const ok = signedRequest({ secret: HMAC_SECRET_NEXT });
+      expect((await post(rotated.url, ok)).status).toBe(202);
+      accepted.add(ok.eventId);
+    } finally {
+      await rotated.close();
+    }
+  });
+
+  it('answers every refusal with the documented status', async () => {
+    const base = () => signedRequest();
+    const withHeaders = (headers: Array<[string, string]>) => ({ ...base(), headers });
+    const cases: Array<{ name: string; request: Parameters<typeof send>[1]; status: number; error?: string }> = [];
+    const valid = base();
+    cases.push({ name: 'unknown source', request: { ...valid, path: '/webhooks/nope' }, status: 404 });
+    cases.push({ name: 'GET', request: { ...valid, method: 'GET', body: '' }, status: 404 });
+    cases.push({
+      name: 'text/plain',
+      request: withHeaders(valid.headers.map(([k, v]) => [k, k === 'content-type' ? 'text/plain' : v])),
+      status: 415,
+    });
+    cases.push({ name: 'no content type', request: withHeaders(valid.headers.filter(([k]) => k !== 'content-type')), status: 415 });
+    cases.push({ name: 'charset latin1', request: withHeaders(valid.headers.map(([k, v]) => [k, k === 'content-type' ? 'application/json; charset=latin1' : v])), status: 415 });
+    cases.push({ name: 'body over 1 MiB', request: { ...valid, body: Buffer.alloc(1024 * 1024 + 1, 0x20) }, status: 413 });
+    for (const header of ['x-webhook-id', 'x-webhook-timestamp', 'x-webhook-signature']) {
+      const r = base();
+      cases.push({ name: `missing ${header}`, request: { ...r, headers: r.headers.filter(([k]) => k !== header) }, status: 400 });
+      const d = base();
+      const line = d.headers.find(([k]) => k === header)!;
+      cases.push({ name: `repeated ${header}`, request: { ...d, headers: [...d.headers, line] }, status: 400 });
+    }
+    const stale = signedRequest({ timestamp: Math.floor(Date.now() / 1000) - 301 });
+    cases.push({ name: 'timestamp too old', request: stale, status: 401, error: 'unauthorized' });
+    const future = signedRequest({ timestamp: Math.floor(Date.now() / 1000) + 301 });
+    cases.push({ name: 'timestamp too far ahead', request: future, status: 401, error: 'unauthorized' });
+    cases.push({ name: 'wrong secret', request: signedRequest({ secret: 'some-other-secret-0123456789' }), status: 401, error: 'unauthorized' });
+    const reserialised = base();
+    const parsed = JSON.parse(reserialised.body.toString()) as unknown;
+    cases.push({ name: 're-serialised body', request: { ...reserialised, body: Buffer.from(JSON.stringify(parsed, null, 2)) }, status: 401, error: 'unauthorized' });
+    const tampered = base();
+    cases.push({ name: 'tampered body', request: { ...tampered, body: Buffer.from(tampered.body.toString().replace('Aurora', 'Aurorb')) }, status: 401 });
+    const malformedSig = base();
+    cases.push({
+      name: 'malformed signature',
+      request: { ...malformedSig, headers: malformedSig.headers.map(([k, v]) => [k, k === 'x-webhook-signature' ? 'v1=zz' : v]) },
+      status: 401,
+    });
+    cases.push({ name: 'hmac headers on the std source', request: { ...base(), path: '/webhooks/acme-std' }, status: 400 });
+
+    const signedBody = (body: Buffer, id = 'evt_x') => {
+      const headers = signWebhook({ scheme: 'hmac-sha256', secret: HMAC_SECRET, body, id });
+      return { path: '/webhooks/acme', headers: Object.entries(headers), body };
+    };
+    cases.push({ name: 'invalid UTF-8', request: signedBody(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])), status: 400, error: 'invalid_utf8' });
+    cases.push({ name: 'invalid JSON', request: signedBody(Buffer.from('{"event_id":')), status: 400, error: 'invalid_json' });
+    cases.push({ name: 'too deep', request: signedBody(Buffer.from('['.repeat(100) + ']'.repeat(100))), status: 400, error: 'too_deep' });
+    const proto = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('{', '{"__proto__":{"admin":true},');
+    cases.push({ name: '__proto__ key', request: signedBody(Buffer.from(proto)), status: 400, error: 'forbidden_key' });
+    const ctor = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('"data":{', '"data":{"constructor":{"x":1},');
+    cases.push({ name: 'constructor key', request: signedBody(Buffer.from(ctor)), status: 400, error: 'forbidden_key' });
+    const v2 = { ...sampleThemeEvent({ event_id: 'evt_x' }), event_version: 2 };
+    cases.push({ name: 'unknown event_version', request: signedBody(Buffer.from(JSON.stringify(v2))), status: 422, error: 'unknown_event_version' });
+    const invalid = { ...sampleThemeEvent({ event_id: 'evt_x' }), tenant_id: 'a/b' };
+    cases.push({ name: 'invalid envelope', request: signedBody(Buffer.from(JSON.stringify(invalid))), status: 422, error: 'invalid_envelope' });
+    const badTheme = sampleThemeEvent({ event_id: 'evt_x' });
+    (badTheme.data as { palette: { primary: string } }).palette.primary = 'blue';
+    cases.push({ name: 'invalid theme snapshot', request: signedBody(Buffer.from(JSON.stringify(badTheme))), status: 422, error: 'invalid_data' });
+    cases.push({ name: 'id header differs from event_id', request: signedBody(Buffer.from(JSON.stringify(sampleThemeEvent())), 'evt_other'), status: 400, error: 'event_id_mismatch' });
+    const typed = signedRequest();
+    cases.push({ name: 'event header differs', request: { ...typed, headers: [...typed.headers, ['x-webhook-event', 'theme.deleted']] }, status: 400, error: 'event_type_mismatch' });
+    cases.push({ name: 'tenant not allowed', request: signedRequest({ event: { tenant_id: 'tenant_evil' } }), status: 403, error: 'forbidden' });
+
+    const before = await topicRecordCount(kafka, topic);
+    for (const c of cases) {
+      const answer = await send(ingress.url, c.request);
+      expect(answer.status, `${c.name}: ${answer.body}`).toBe(c.status);
+      expect(answer.headers['content-type'], c.name).toMatch(/application\/json/);
+      if (c.error) expect(JSON.parse(answer.body).error, c.name).toBe(c.error);
+      if (c.status === 401) expect(answer.body, c.name).toBe('{"error":"unauthorized"}');
+    }
+    expect(await topicRecordCount(kafka, topic)).toBe(before);
+
+    const metrics = await (await fetch(`${ingress.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/webhook_signature_failures_total\{source="acme",reason="timestamp_out_of_window"\} 2/);
+    expect(metrics).toMatch(/webhook_signature_failures_total\{source="acme",reason="repeated_header"\} 3/);
+    expect(metrics).toMatch(/webhook_requests_total\{source="unknown",event_type="unknown",status="404"\}/);
+    expect(metrics).toMatch(/webhook_clock_skew_seconds_bucket/);
+    expect(metrics).toMatch(/webhook_request_duration_seconds_bucket/);
+    expect(metrics).toMatch(/webhook_publish_latency_seconds_count [1-9]/);
+  });
+
+  it('answers 200 concurrent requests on one hot key with exactly as many records', async () => {
+    const before = await topicRecordCount(kafka, topic);
+    const requests = Array.from({ length: 200 }, (_, i) =>
+      signedRequest({ event: { resource: { id: 'theme_hot', version: i + 1 } } }),
+    );
+    const answers = await Promise.all(requests.map((r) => post(ingress.url, r)));
+    const ok = answers.filter((a) => a.status === 202).length;
+    expect(answers.every((a) => a.status === 202 || a.status === 503)).toBe(true);
+    expect(ok).toBe(200);
+    requests.forEach((r) => accepted.add(r.eventId));
+    expect(await topicRecordCount(kafka, topic)).toBe(before + ok);
+  });
+
+  it('answers 200 concurrent requests on many keys with exactly as many records', async () => {
+    const before = await topicRecordCount(kafka, topic);
+    const requests = Array.from({ length: 200 }, (_, i) => signedRequest({ event: { resource: { id: `theme_${i}` } } }));
+    const answers = await Promise.all(requests.map((r) => post(ingress.url, r)));
+    expect(answers.filter((a) => a.status === 202).length).toBe(200);
+    requests.forEach((r) => accepted.add(r.eventId));
+    expect(await topicRecordCount(kafka, topic)).toBe(before + 200);
+  });
+
+  it('lands sequential requests for one key in ack order', async () => {
+    const order: string[] = [];
+    for (let version = 1; version <= 25; version += 1) {
+      const request = signedRequest({ event: { resource: { id: 'theme_seq', version } } });
+      const answer = await post(ingress.url, request);
+      expect(answer.status).toBe(202);
+      order.push(request.eventId);
+      accepted.add(request.eventId);
+    }
+    const records = await readTopic(kafka, topic);
+    const seq = records.filter((r) => r.key === 'tenant_acme/theme/theme_seq');
+    expect(new Set(seq.map((r) => r.partition)).size).toBe(1);
+    seq.sort((a, b) => Number(a.offset) - Number(b.offset));
+    expect(seq.map((r) => r.headers['event-id'])).toEqual(order);
+  });
+
+  it('has exactly one record per 2xx answer on the topic', async () => {
+    const records = await readTopic(kafka, topic);
+    const ids = records.map((r) => r.headers['event-id']);
+    expect(ids.length).toBe(accepted.size);
+    expect(new Set(ids)).toEqual(accepted);
+  });
+
+  it('reports ready and healthy on the admin port', async () => {
+    expect(await readyz(ingress)).toBe(200);
+    expect((await fetch(`${ingress.adminUrl}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('known-answer vectors over HTTP', () => {
+  let kafka: Kafka;
+  let topic: string;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
+  });
+
+  it('accepts the Standard Webhooks vector and refuses its negative cases', async () => {
+    // The vector's timestamp is from 2021: move the ingress clock instead of the vector.
+    let now = 1614265330;
+    const fixed = await startIngress(
+      {
+        port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
+        sources: [{ id: 'svix', scheme: 'standard-webhooks', secrets: [{ id: 's', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+      },
+      { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => now },
+    );
+    try {
+      const body = '{"test": 2432232314}';
+      const good = 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=';
+      const request = (signature: string, overrides: Record<string, string> = {}) => ({
+        path: '/webhooks/svix',
+        body,
+        headers: Object.entries({
+          'content-type': 'application/json',
+          'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+          'webhook-timestamp': '1614265330',
+          'webhook-signature': signature,
+          ...overrides,
+        }),
+      });
+      // Signature verified; the body is then no envelope: 422 proves verification passed.
+      expect((await send(fixed.url, request(good))).status).toBe(422);
+      expect((await send(fixed.url, request(`v2,abc ${good}`))).status).toBe(422);
+      expect((await send(fixed.url, request('v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OA='))).status).toBe(401);
+      expect((await send(fixed.url, request(good, { 'webhook-id': 'msg_other' }))).status).toBe(401);
+      expect((await send(fixed.url, request(good, { 'webhook-timestamp': '1614265331' }))).status).toBe(401);
+      expect((await send(fixed.url, { ...request(good), body: '{"test":2432232314}' })).status).toBe(401);
+      expect((await send(fixed.url, request('v2,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='))).status).toBe(401);
+      now = 1614265330 + 301;
+      expect((await send(fixed.url, request(good))).status).toBe(401);
+      now = 1614265330 - 301;
+      expect((await send(fixed.url, request(good))).status).toBe(401);
+    } finally {
+      await fixed.close();
+    }
+    expect(await topicRecordCount(kafka, topic)).toBe(0);
+  });
+
+  it('accepts a fixed hmac-sha256 vector computed with openssl', async () => {
+    const ingress = await startIngress(
+      {
+        port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
+        sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'k', value: HMAC_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+      },
+      { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => 1767225600 },
+    );
+    try {
+      const body =
+        '{"event_id":"evt_fixed_0001","event_type":"theme.deleted","event_version":1,"occurred_at":"2026-01-01T00:00:00Z",' +
+        '"tenant_id":"tenant_acme","resource":{"type":"theme","id":"theme_fixed","version":7}}';
+      // printf '%s' "1767225600.$BODY" | openssl dgst -sha256 -hmac "$SECRET" -hex
+      const signature = 'v1=c878fb68a7216c1e3c1d18e61f063487ea8e5d4493122f60515095c6b834bee0';
+      const headers = Object.entries({
+        'content-type': 'application/json',
+        'x-webhook-id': 'evt_fixed_0001',
+        'x-webhook-timestamp': '1767225600',
+        'x-webhook-signature': signature,
+      });
+      expect((await send(ingress.url, { path: '/webhooks/acme', headers, body })).status).toBe(202);
+      const rotating = headers.map(([k, v]) => [k, k === 'x-webhook-signature' ? `v1=${'0'.repeat(64)} ${signature}` : v] as [string, string]);
+      expect((await send(ingress.url, { path: '/webhooks/acme', headers: rotating, body })).status).toBe(202);
+      expect(await topicRecordCount(kafka, topic)).toBe(2);
+    } finally {
+      await ingress.close();
+    }
+  });
+
+  it('accepts a webhook signed with the committed dev configuration', async () => {
+    const env = parseEnv(readFileSync('infra/dev.env', 'utf8'));
+    const sources = loadSources('infra/dev-sources.json', env);
+    const ingress = await startTestIngress(testBrokers(), topic, { sources });
+    try {
+      expect((await post(ingress.url, signedRequest({ source: 'demo', secret: env.DEMO_SECRET! }))).status).toBe(202);
+      expect((await post(ingress.url, signedRequest({ source: 'demo-std', scheme: 'standard-webhooks', secret: env.DEMO_STD_SECRET! }))).status).toBe(202);
+      expect(STD_SECRET).not.toBe(env.DEMO_STD_SECRET);
+    } finally {
+      await ingress.close();
+    }
+  });
+});

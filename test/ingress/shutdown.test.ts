@@ -1,0 +1,90 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { repoRoot } from '../../infra/paths.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
+
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
+
+function runMain(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'services/ingress/main.ts')], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  return { child, exited, output: () => ({ stdout, stderr }) };
+}
+
+describe('ingress shutdown and start-up', () => {
+  let kafka: Kafka;
+  let topic: string;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    topic = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.events;
+  });
+
+  it('answers in-flight requests on close and acknowledges only what is on the topic', async () => {
+    const ingress = await startTestIngress(testBrokers(), topic);
+    const before = await topicRecordCount(kafka, topic);
+    const pending = Array.from({ length: 100 }, () => post(ingress.url, signedRequest()).catch(() => ({ status: 0 })));
+    while (ingress.activeRequests() < 10) await new Promise((r) => setImmediate(r));
+    await ingress.close();
+    const statuses = (await Promise.all(pending)).map((a) => a.status);
+    const ok = statuses.filter((s) => s === 202).length;
+    expect(statuses.every((s) => s === 202 || s === 503 || s === 0)).toBe(true);
+    expect(ok).toBeGreaterThan(0);
+    expect(await topicRecordCount(kafka, topic)).toBe(before + ok);
+    await expect(post(ingress.url, signedRequest())).rejects.toThrow();
+  });
+
+  it('runs as a process with the dev sources, and exits 0 on SIGTERM', async () => {
+    const run = runMain({
+      ...devEnv,
+      KAFKA_BROKERS: testBrokers().join(','),
+      TOPIC_EVENTS: topic,
+      PORT: '0',
+      ADMIN_PORT: '0',
+      HOST: '127.0.0.1',
+    } as Record<string, string>);
+    const deadline = Date.now() + 30_000;
+    let port: number | undefined;
+    while (port === undefined && Date.now() < deadline && run.child.exitCode === null) {
+      const line = run.output().stdout.split('\n').find((l) => l.includes('"ingress listening"'));
+      if (line) port = (JSON.parse(line) as { port: number }).port;
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(port, run.output().stderr).toBeDefined();
+    const answer = await post(`http://127.0.0.1:${port}`, signedRequest({ source: 'demo', secret: devEnv.DEMO_SECRET! }));
+    expect(answer.status).toBe(202);
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(0);
+    const lines = run.output().stdout.split('\n').filter((l) => l.startsWith('{'));
+    expect(lines.some((l) => l.includes('"ingress stopped"'))).toBe(true);
+    const request = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.status === 202)!;
+    expect(request).toMatchObject({ source: 'demo', tenant: 'tenant_acme', reason: 'accepted' });
+    expect(request.body_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(typeof request.latency_ms).toBe('number');
+    // Never a secret or a signature in the logs.
+    expect(run.output().stdout).not.toContain(devEnv.DEMO_SECRET!);
+    expect(run.output().stdout).not.toMatch(/v1=[0-9a-f]{64}/);
+  });
+
+  it('refuses to start when a secret the sources file names is missing', async () => {
+    const env: Record<string, string> = { ...(devEnv as Record<string, string>), KAFKA_BROKERS: testBrokers().join(','), PORT: '0', ADMIN_PORT: '0' };
+    delete env.DEMO_STD_SECRET;
+    const run = runMain(env);
+    expect(await run.exited).toBe(1);
+    expect(run.output().stderr).toContain('DEMO_STD_SECRET is not set');
+  });
+});

@@ -1,0 +1,186 @@
+import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
+import type pg from 'pg';
+import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
+import type { WorkerConfig } from '../../services/worker/config.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics } from '../helpers/kafka.ts';
+
+export function workerTestConfig(input: {
+  brokers: string[];
+  databaseUrl: string;
+  eventsTopic: string;
+  appliedTopic: string;
+  overrides?: Partial<WorkerConfig>;
+}): WorkerConfig {
+  return {
+    brokers: input.brokers,
+    clientId: uniqueName('worker'),
+    databaseUrl: input.databaseUrl,
+    databasePoolSize: 5,
+    statementTimeoutMs: 10_000,
+    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    eventsTopic: input.eventsTopic,
+    appliedTopic: input.appliedTopic,
+    adminPort: 0,
+    groupId: uniqueName('theme-applier'),
+    batchSize: 100,
+    partitionsConcurrency: 3,
+    sessionTimeoutMs: 10_000,
+    maxBytesPerPartition: 1_048_576,
+    relayBatchSize: 200,
+    relayPollMs: 50,
+    relaySendTimeoutMs: 10_000,
+    crashAfter: 1,
+    ...input.overrides,
+  };
+}
+
+export function themeEvent(
+  tenant: string,
+  id: string,
+  version: number,
+  overrides: SampleThemeEventOverrides = {},
+): EventEnvelope {
+  const event = sampleThemeEvent({ tenant_id: tenant, ...overrides, resource: { id, version } });
+  if (event.event_type === 'theme.deleted') delete event.data;
+  return event;
+}
+
+export interface RawEvent {
+  key: string;
+  value: string;
+}
+
+export function raw(envelope: EventEnvelope): RawEvent {
+  return { key: resourceKey(envelope), value: JSON.stringify(envelope) };
+}
+
+/** Produces in order (one request per call), keyed like the ingress does. */
+export async function produce(kafka: Kafka, topic: string, events: RawEvent[]): Promise<void> {
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  try {
+    for (let i = 0; i < events.length; i += 1000) {
+      await producer.send({ topic, acks: -1, messages: events.slice(i, i + 1000).map((e) => ({ key: e.key, value: e.value })) });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+/** True when the group's committed offsets reach the topic's high watermarks on every partition. */
+export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string): Promise<boolean> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    return ends.every((end) => {
+      const c = committed?.partitions.find((p) => p.partition === end.partition);
+      return Number(end.high) === 0 || (c !== undefined && Number(c.offset) >= Number(end.high));
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function outboxDrained(pool: pg.Pool): Promise<boolean> {
+  const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM applied_outbox WHERE published_at IS NULL');
+  return Number(rows[0]!.n) === 0;
+}
+
+export interface ReadRecord {
+  partition: number;
+  offset: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Reads every record of a topic from the beginning up to the current high watermarks. */
+export async function readTopic(kafka: Kafka, topic: string): Promise<ReadRecord[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic);
+  await admin.disconnect();
+  const target = new Map(ends.map((e) => [e.partition, Number(e.high)]));
+  const total = [...target.values()].reduce((a, b) => a + b, 0);
+  const out: ReadRecord[] = [];
+  if (total === 0) return out;
+  const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  const done = new Promise<void>((resolve) => {
+    void consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
+        if (Number(message.offset) >= (target.get(partition) ?? 0)) return;
+        out.push({
+          partition,
+          offset: message.offset,
+          key: message.key?.toString() ?? '',
+          value: message.value ?? Buffer.alloc(0),
+          headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
+        });
+        if (out.length >= total) resolve();
+      },
+    });
+  });
+  try {
+    await Promise.race([done, new Promise((_, reject) => setTimeout(() => reject(new Error(`read ${out.length}/${total} of ${topic}`)), 60_000))]);
+  } finally {
+    await consumer.disconnect();
+  }
+  out.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
+  return out;
+}
+
+export async function stateOf(pool: pg.Pool, tenant: string, id: string) {
+  const { rows } = await pool.query<{ version: string; deleted: boolean; data: unknown; last_event_id: string }>(
+    `SELECT version, deleted, data, last_event_id FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`,
+    [tenant, id],
+  );
+  const row = rows[0];
+  return row ? { ...row, version: Number(row.version) } : undefined;
+}
+
+export async function inboxStatus(pool: pg.Pool, eventId: string): Promise<{ status: string; reason: string | null; duplicate_of: string | null } | undefined> {
+  const { rows } = await pool.query('SELECT status, reason, duplicate_of FROM inbox_events WHERE event_id = $1', [eventId]);
+  return rows[0];
+}
+
+/**
+ * createTestTopics, retried: right after creation a loaded broker can answer a metadata request
+ * with UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's createTopics(waitForLeaders) does not retry.
+ * A retry finds the topics created and only waits for them.
+ */
+export async function createTopicsRetrying(
+  kafka: Kafka,
+  overrides: Parameters<typeof createTestTopics>[1] = {},
+): ReturnType<typeof createTestTopics> {
+  const settings = { ...overrides, events: overrides.events ?? `${uniqueName('t')}.events` };
+  const fixed = { ...settings, applied: settings.applied ?? settings.events.replace(/\.events$/, '.applied') };
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await createTestTopics(kafka, fixed);
+    } catch (error) {
+      if (attempt >= 4 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
+}

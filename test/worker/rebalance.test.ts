@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import type { EventEnvelope } from '../../shared/contract/index.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+
+describe('worker: a member leaves mid-stream (rebalance)', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  const workers: WorkerHandle[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+  });
+
+  afterAll(async () => {
+    for (const w of workers) await w.close();
+    await db?.drop();
+  });
+
+  it('the remaining member finishes; nothing is applied twice and every resource ends at its last version', async () => {
+    const { names } = await createTopicsRetrying(kafka, { eventsPartitions: 4 });
+    const base = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: { batchSize: 5, partitionsConcurrency: 2, sessionTimeoutMs: 6000 },
+    });
+    const a = await startWorker(base, { adminServer: false });
+    const b = await startWorker({ ...base, clientId: `${base.clientId}-b` }, { adminServer: false });
+    workers.push(b);
+
+    const latest = new Map<string, EventEnvelope>();
+    const deliveries: EventEnvelope[] = [];
+    for (let v = 1; v <= 20; v += 1) {
+      for (let r = 0; r < 40; r += 1) {
+        const e = themeEvent('tenant_rebalance', `res${r}`, v);
+        latest.set(`res${r}`, e);
+        deliveries.push(e);
+      }
+    }
+    await produce(kafka, names.events, deliveries.map(raw));
+    await waitFor('some progress', async () => {
+      const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events');
+      return rows[0]!.n > 50;
+    });
+    await a.close();
+    await waitFor('caught up', () => groupCaughtUp(kafka, base.groupId, names.events), 90_000);
+    await waitFor('outbox drained', () => outboxDrained(db.pool));
+
+    const { rows } = await db.pool.query<{ resource_id: string; version: string }>(
+      "SELECT resource_id, version FROM resource_state WHERE tenant_id = 'tenant_rebalance'",
+    );
+    expect(rows).toHaveLength(40);
+    for (const row of rows) expect(Number(row.version)).toBe(latest.get(row.resource_id)!.resource.version);
+    const counts = await db.pool.query<{ applied: number; outbox: number; inbox: number }>(
+      `SELECT (SELECT count(*)::int FROM inbox_events WHERE status = 'applied') AS applied,
+              (SELECT count(*)::int FROM applied_outbox) AS outbox,
+              (SELECT count(*)::int FROM inbox_events) AS inbox`,
+    );
+    expect(counts.rows[0]).toEqual({ applied: 800, outbox: 800, inbox: 800 });
+  });
+});
