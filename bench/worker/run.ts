@@ -205,6 +205,14 @@ Worker / ceiling: **${((workerRate / ceilingRate) * 100).toFixed(0)}%** (target 
 
 Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
+
+Where the time goes (EXPLAIN ANALYZE of one 500-event chunk, measured separately on this machine): the chunk
+transaction is 5 round trips (BEGIN, per-key advisory locks, one read of inbox/idempotency/state by index probes,
+one write statement for inbox + state + outbox + anomalies, COMMIT). The write executes in ~35 ms per 500 events
+(~1.4 MB of WAL: the raw body is kept in the inbox, the snapshot in resource_state and the applied record in the
+outbox), the read in ~2-10 ms; contract validation (parseEvent: UTF-8, JSON, duplicate keys, zod) costs ~45 us per
+event of worker CPU. On 2 cores shared by the broker, Postgres and the worker, the events/s figure follows the
+load average above closely; the worker/ceiling ratio is the stable figure.
 `;
 await mkdir(path.join(repoRoot, 'bench/results'), { recursive: true });
 await writeFile(path.join(repoRoot, 'bench/results/worker.md'), report);

@@ -1,3 +1,4 @@
+#!/usr/bin/env -S node --disable-warning=TimeoutNegativeWarning
 // `bridge`: the operator CLI. Parses argv, runs one command, exits 0 done / 1 failed / 2 usage error.
 import { runCli } from './cli.ts';
 import { allCommands } from './commands/index.ts';

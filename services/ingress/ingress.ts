@@ -298,6 +298,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       headersTimeout: settings.headersTimeoutMs,
       requestTimeout: settings.requestTimeoutMs,
       keepAliveTimeout: settings.keepAliveTimeoutMs,
+      // Node checks the two timeouts above only this often (default 30 s), which would stretch them.
+      connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
       maxHeaderSize: 16 * 1024,
     },
     app,

@@ -239,6 +239,9 @@ export class BatchingPublisher {
         throw new Error(`topic ${this.options.topic} has no leader for every partition`);
       }
       if (!this.up) {
+        // kafkajs warns that finite retries (shared/kafka/client.ts) may break exactly-once; here a
+        // producer whose send failed or timed out is never used again, and its replacement gets a
+        // new producer id, so no sequence gap is carried over.
         const producer = this.options.kafka.producer({
           idempotent: true,
           maxInFlightRequests: 1,

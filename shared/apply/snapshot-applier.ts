@@ -3,7 +3,7 @@ import { eventAction, parseEvent, resourceKey } from '../contract/index.ts';
 import { BridgeError } from '../errors/bridge-error.ts';
 import { appliedHeaders, buildAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, idempotencyIndexKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
-import { LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
+import { BEGIN_APPLY_TRANSACTION, LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
 import type { ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -50,7 +50,7 @@ export class SnapshotApplier {
       const client = await this.#pool.connect();
       let failed: unknown;
       try {
-        await client.query('BEGIN');
+        await client.query(BEGIN_APPLY_TRANSACTION);
         const decisions = await this.#applyInTransaction(client, events);
         await client.query('COMMIT');
         for (const d of decisions) decided.set(d.event, d);

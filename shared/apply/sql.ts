@@ -1,5 +1,9 @@
 // Every statement of the apply path. Set-based (unnest) so one transaction applies a whole chunk.
 
+/** One round trip. A chunk's lookups are a few hundred index probes: starting parallel workers for
+ * them costs more than the probes (and steals the cores the worker and the broker need). */
+export const BEGIN_APPLY_TRANSACTION = 'BEGIN; SET LOCAL max_parallel_workers_per_gather = 0';
+
 /** Serialises every applier (main consumer, retry consumers, CLI reprocess) per resource key.
  * Locks are taken in hash order so two chunks sharing keys can never deadlock. */
 export const LOCK_RESOURCE_KEYS = `
@@ -8,22 +12,30 @@ export const LOCK_RESOURCE_KEYS = `
 
 /** Everything the decisions need, in one round trip (after the keys are locked):
  * kind 'inbox' (a = event_id, b = body_sha256, c = status), kind 'idem' (a = tenant_id,
- * b = idempotency_key, c = event_id), kind 'state' (a, b, c = tenant, type, id; version, deleted). */
+ * b = idempotency_key, c = event_id), kind 'state' (a, b, c = tenant, type, id; version, deleted).
+ * LATERAL keeps every lookup an index probe per key: a hash join would scan the whole table
+ * per chunk, which grows with the table. */
 export const READ_CHUNK_CONTEXT = `
-  SELECT 'inbox' AS kind, event_id AS a, body_sha256 AS b, status AS c, NULL::bigint AS version, NULL::boolean AS deleted
-  FROM inbox_events
-  WHERE event_id = ANY($1::text[])
+  SELECT 'inbox' AS kind, i.event_id AS a, i.body_sha256 AS b, i.status AS c, NULL::bigint AS version, NULL::boolean AS deleted
+  FROM unnest($1::text[]) AS k(event_id)
+  CROSS JOIN LATERAL (
+    SELECT event_id, body_sha256, status FROM inbox_events WHERE event_id = k.event_id
+  ) AS i
   UNION ALL
   SELECT 'idem', i.tenant_id, i.idempotency_key, i.event_id, NULL, NULL
-  FROM inbox_events i
-  JOIN unnest($2::text[], $3::text[]) AS k(tenant_id, idempotency_key)
-    ON i.tenant_id = k.tenant_id AND i.idempotency_key = k.idempotency_key
-  WHERE i.idempotency_key IS NOT NULL AND i.duplicate_of IS NULL
+  FROM unnest($2::text[], $3::text[]) AS k(tenant_id, idempotency_key)
+  CROSS JOIN LATERAL (
+    SELECT tenant_id, idempotency_key, event_id FROM inbox_events
+    WHERE tenant_id = k.tenant_id AND idempotency_key = k.idempotency_key
+      AND idempotency_key IS NOT NULL AND duplicate_of IS NULL
+  ) AS i
   UNION ALL
   SELECT 'state', s.tenant_id, s.resource_type, s.resource_id, s.version, s.deleted
-  FROM resource_state s
-  JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, resource_type, resource_id)
-    ON s.tenant_id = k.tenant_id AND s.resource_type = k.resource_type AND s.resource_id = k.resource_id`;
+  FROM unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, resource_type, resource_id)
+  CROSS JOIN LATERAL (
+    SELECT tenant_id, resource_type, resource_id, version, deleted FROM resource_state
+    WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id
+  ) AS s`;
 
 /**
  * Every effect of a chunk in one statement: inbox rows ($1-$17), resource states ($18-$24),

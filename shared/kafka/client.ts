@@ -7,6 +7,8 @@ export interface KafkaClientSettings {
   logger: Logger;
   connectionTimeoutMs?: number;
   requestTimeoutMs?: number;
+  /** kafkajs retry count for connection and request failures; short-lived tools want few. */
+  retries?: number;
 }
 
 const levelNames: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -41,7 +43,7 @@ export function createKafka(settings: KafkaClientSettings): Kafka {
     requestTimeout: settings.requestTimeoutMs ?? 10000,
     logLevel: logLevel.WARN,
     logCreator: pinoLogCreator(settings.logger.child({ component: 'kafkajs' })),
-    retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 5000 },
+    retry: { initialRetryTime: 100, retries: settings.retries ?? 8, maxRetryTime: 5000 },
   };
   return new Kafka(config);
 }

@@ -49,7 +49,7 @@ describe('bridge offsets reset (as a subprocess)', () => {
     await consumer.run({ eachMessage: async () => void (seen += 1) });
     await joined;
     try {
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 40_000;
       while (seen < 21 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       expect(seen).toBe(21);
 

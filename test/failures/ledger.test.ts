@@ -218,8 +218,15 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
       'SELECT resource_id, version FROM resource_state WHERE tenant_id = $1',
       [TENANT],
     );
-    const stored = Object.fromEntries(state.rows.map((r) => [r.resource_id, Number(r.version)]));
-    expect(stored).toEqual(Object.fromEntries(expected));
+    const stored = new Map(state.rows.map((r) => [r.resource_id, Number(r.version)]));
+    // A request answered 503 (ack timeout during the broker restart) may still have been persisted,
+    // and then it is applied too: so at least the highest accepted version, at most the highest sent.
+    const wrong: string[] = [];
+    for (const [resource, version] of expected) {
+      const got = stored.get(resource);
+      if (got === undefined || got < version || got > (versions.get(resource) ?? 0)) wrong.push(`${resource}: ${got} vs accepted ${version}`);
+    }
+    expect(wrong).toEqual([]);
     expect(backwards).toEqual([]);
     return tally;
   }

@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
@@ -31,7 +33,9 @@ describe('ingress against the real broker', () => {
     kafka = testKafka();
     const { names } = await createTestTopics(kafka, { eventsPartitions: 6, retryLevels: 0 });
     topic = names.events;
-    ingress = await startTestIngress(testBrokers(), topic);
+    // A generous ack timeout: on a loaded test machine a 503 after a late ack would leave a
+    // record without its 2xx, and this suite counts records against 2xx answers exactly.
+    ingress = await startTestIngress(testBrokers(), topic, { ackTimeoutMs: 20_000 });
   });
 
   afterAll(async () => {
@@ -118,7 +122,8 @@ describe('ingress against the real broker', () => {
     }
     const stale = signedRequest({ timestamp: Math.floor(Date.now() / 1000) - 301 });
     cases.push({ name: 'timestamp too old', request: stale, status: 401, error: 'unauthorized' });
-    const future = signedRequest({ timestamp: Math.floor(Date.now() / 1000) + 301 });
+    // Far enough out that a slow run cannot bring it back inside the window before it is sent.
+    const future = signedRequest({ timestamp: Math.floor(Date.now() / 1000) + 360 });
     cases.push({ name: 'timestamp too far ahead', request: future, status: 401, error: 'unauthorized' });
     cases.push({ name: 'wrong secret', request: signedRequest({ secret: 'some-other-secret-0123456789' }), status: 401, error: 'unauthorized' });
     const reserialised = base();
@@ -219,6 +224,24 @@ describe('ingress against the real broker', () => {
     const ids = records.map((r) => r.headers['event-id']);
     expect(ids.length).toBe(accepted.size);
     expect(new Set(ids)).toEqual(accepted);
+  });
+
+  it('drops a client that sends its headers too slowly', async () => {
+    const slow = await startTestIngress(testBrokers(), topic, { headersTimeoutMs: 300, requestTimeoutMs: 600 });
+    try {
+      const { port } = new URL(slow.url);
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write('POST /webhooks/acme HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n');
+      const started = Date.now();
+      let answer = '';
+      socket.on('data', (c: Buffer) => (answer += c.toString()));
+      await once(socket, 'close');
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(answer).toMatch(/^HTTP\/1.1 408/);
+    } finally {
+      await slow.close();
+    }
   });
 
   it('reports ready and healthy on the admin port', async () => {
