@@ -53,6 +53,7 @@ export class CliContext {
         logger: this.logger,
         // An operator waits at a prompt: fail fast with a clear message instead of retrying for a minute.
         connectionTimeoutMs: 3000,
+        retries: 2,
       });
     }
     return this.kafkaClient;
