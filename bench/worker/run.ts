@@ -3,7 +3,7 @@
 // The ceiling drives the same apply path (same SQL, same batch size, same parallelism) straight
 // at Postgres with a plain pg pool, no Kafka. Results go to bench/results/worker.md.
 import { spawn } from 'node:child_process';
-import { writeFile, mkdir } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Partitioners } from 'kafkajs';
@@ -108,7 +108,9 @@ await admin.disconnect();
 const workerDb = `bench_worker_${stamp}`;
 const workerUrl = await freshDatabase(postgres.adminUrl, workerDb);
 log('running the worker');
-const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')], {
+// BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the worker process.
+const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
+const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')], {
   cwd: repoRoot,
   env: {
     ...process.env,
@@ -211,11 +213,15 @@ transaction is 5 round trips (BEGIN, per-key advisory locks, one read of inbox/i
 one write statement for inbox + state + outbox + anomalies, COMMIT). The write executes in ~35 ms per 500 events
 (~1.4 MB of WAL: the raw body is kept in the inbox, the snapshot in resource_state and the applied record in the
 outbox), the read in ~2-10 ms; contract validation (parseEvent: UTF-8, JSON, duplicate keys, zod) costs ~45 us per
-event of worker CPU. On 2 cores shared by the broker, Postgres and the worker, the events/s figure follows the
-load average above closely; the worker/ceiling ratio is the stable figure.
+event of worker CPU. On 2 cores shared by the broker, Postgres and the worker, both figures follow the load
+average above closely.
 `;
-await mkdir(path.join(repoRoot, 'bench/results'), { recursive: true });
-await writeFile(path.join(repoRoot, 'bench/results/worker.md'), report);
+const resultsFile = path.join(repoRoot, 'bench/results/worker.md');
+await mkdir(path.dirname(resultsFile), { recursive: true });
+// A hand-written "## Notes" section (run history, analysis) survives a new run.
+const previous = await readFile(resultsFile, 'utf8').catch(() => '');
+const notesAt = previous.indexOf('\n## Notes');
+await writeFile(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
 console.log(report);
 
 if (process.env.BENCH_KEEP !== '1') {

@@ -108,53 +108,62 @@ export class SnapshotApplier {
     const outboxRows = decisions.filter((d) => d.outcome === 'applied');
     const anomalyRows = decisions.filter((d) => d.outcome === 'quarantined');
     const appliedAt = this.#clock();
-    const col = <T>(rows: Decision[], f: (d: Decision) => T): T[] => rows.map(f);
     const env = (d: Decision) => d.event.envelope;
+    const inboxJson = inboxRows.map((d) => ({
+      event_id: env(d).event_id,
+      idempotency_key: env(d).idempotency_key ?? null,
+      duplicate_of: d.duplicateOf ?? null,
+      tenant_id: env(d).tenant_id,
+      resource_type: env(d).resource.type,
+      resource_id: env(d).resource.id,
+      resource_version: env(d).resource.version,
+      event_type: env(d).event_type,
+      status: d.outcome,
+      reason: d.reason ?? null,
+      body_sha256: d.event.bodySha256,
+      payload: d.event.payload,
+      source_topic: d.event.record.topic,
+      source_partition: d.event.record.partition,
+      source_offset: d.event.record.offset,
+      occurred_at: env(d).occurred_at,
+      received_at: receivedAt(d.event.record),
+    }));
+    const stateJson = stateRows.map((d) => ({
+      tenant_id: env(d).tenant_id,
+      resource_type: env(d).resource.type,
+      resource_id: env(d).resource.id,
+      version: env(d).resource.version,
+      deleted: d.event.action === 'delete',
+      data: d.event.action === 'delete' ? null : (env(d).data ?? {}),
+      last_event_id: env(d).event_id,
+    }));
+    const outboxJson = outboxRows.map((d, n) => ({
+      n,
+      event_id: env(d).event_id,
+      key: d.event.resourceKey,
+      // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
+      payload: JSON.stringify(buildAppliedRecord(d.event, appliedAt)),
+      headers: appliedHeaders(d.event),
+    }));
+    const anomalyJson = anomalyRows.map((d) => ({
+      event_id: env(d).event_id,
+      body_sha256: d.event.bodySha256,
+      original_body_sha256: d.originalBodySha256 ?? null,
+      payload: d.event.payload,
+      tenant_id: env(d).tenant_id,
+      resource_type: env(d).resource.type,
+      resource_id: env(d).resource.id,
+      resource_version: env(d).resource.version,
+      source_topic: d.event.record.topic,
+      source_partition: d.event.record.partition,
+      source_offset: d.event.record.offset,
+    }));
 
     const written = await client.query<{ inbox_rows: number; state_rows: number }>(WRITE_CHUNK_EFFECTS, [
-      col(inboxRows, (d) => env(d).event_id),
-      col(inboxRows, (d) => env(d).idempotency_key ?? null),
-      col(inboxRows, (d) => d.duplicateOf ?? null),
-      col(inboxRows, (d) => env(d).tenant_id),
-      col(inboxRows, (d) => env(d).resource.type),
-      col(inboxRows, (d) => env(d).resource.id),
-      col(inboxRows, (d) => env(d).resource.version),
-      col(inboxRows, (d) => env(d).event_type),
-      col(inboxRows, (d) => d.outcome),
-      col(inboxRows, (d) => d.reason ?? null),
-      col(inboxRows, (d) => d.event.bodySha256),
-      col(inboxRows, (d) => d.event.payload),
-      col(inboxRows, (d) => d.event.record.topic),
-      col(inboxRows, (d) => d.event.record.partition),
-      col(inboxRows, (d) => d.event.record.offset),
-      col(inboxRows, (d) => env(d).occurred_at),
-      col(inboxRows, (d) => receivedAt(d.event.record)),
-
-      col(stateRows, (d) => env(d).tenant_id),
-      col(stateRows, (d) => env(d).resource.type),
-      col(stateRows, (d) => env(d).resource.id),
-      col(stateRows, (d) => env(d).resource.version),
-      col(stateRows, (d) => d.event.action === 'delete'),
-      col(stateRows, (d) => (d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}))),
-      col(stateRows, (d) => env(d).event_id),
-
-      col(outboxRows, (d) => env(d).event_id),
-      col(outboxRows, (d) => d.event.resourceKey),
-      // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
-      col(outboxRows, (d) => JSON.stringify(buildAppliedRecord(d.event, appliedAt))),
-      col(outboxRows, (d) => JSON.stringify(appliedHeaders(d.event))),
-
-      col(anomalyRows, (d) => env(d).event_id),
-      col(anomalyRows, (d) => d.event.bodySha256),
-      col(anomalyRows, (d) => d.originalBodySha256 ?? null),
-      col(anomalyRows, (d) => d.event.payload),
-      col(anomalyRows, (d) => env(d).tenant_id),
-      col(anomalyRows, (d) => env(d).resource.type),
-      col(anomalyRows, (d) => env(d).resource.id),
-      col(anomalyRows, (d) => env(d).resource.version),
-      col(anomalyRows, (d) => d.event.record.topic),
-      col(anomalyRows, (d) => d.event.record.partition),
-      col(anomalyRows, (d) => d.event.record.offset),
+      JSON.stringify(inboxJson),
+      JSON.stringify(stateJson),
+      JSON.stringify(outboxJson),
+      JSON.stringify(anomalyJson),
     ]);
     const counts = written.rows[0]!;
     if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');

@@ -38,14 +38,15 @@ export const READ_CHUNK_CONTEXT = `
   ) AS s`;
 
 /**
- * Every effect of a chunk in one statement: inbox rows ($1-$17), resource states ($18-$24),
- * outbox rows ($25-$28), anomalies ($29-$39). Returns how many inbox and state rows were written,
- * which the applier checks against what it decided.
+ * Every effect of a chunk in one statement. Each parameter is a JSON array of row objects
+ * (JSON.stringify is native and far cheaper than the driver's text[] literal escaping):
+ * $1 inbox rows, $2 resource states, $3 outbox rows, $4 anomalies. Returns how many inbox and
+ * state rows were written, which the applier checks against what it decided.
  *
  * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered)
  * with the same body, now settled.
  * State: the version guard is also in SQL, so no code path can ever move a resource backwards.
- * Outbox: ORDER BY ordinality, so ids follow apply order; the relay publishes in id order.
+ * Outbox: ORDER BY n (apply order), so ids follow apply order; the relay publishes in id order.
  */
 export const WRITE_CHUNK_EFFECTS = `
   WITH inbox AS (
@@ -53,10 +54,14 @@ export const WRITE_CHUNK_EFFECTS = `
       event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
       event_type, status, reason, body_sha256, payload, source_topic, source_partition, source_offset,
       occurred_at, received_at)
-    SELECT * FROM unnest(
-      $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-      $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::int[], $15::bigint[],
-      $16::timestamptz[], $17::timestamptz[])
+    SELECT event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
+      event_type, status, reason, body_sha256, payload, source_topic, source_partition, source_offset,
+      occurred_at, received_at
+    FROM json_to_recordset($1::json) AS r(
+      event_id text, idempotency_key text, duplicate_of text, tenant_id text, resource_type text,
+      resource_id text, resource_version bigint, event_type text, status text, reason text,
+      body_sha256 text, payload text, source_topic text, source_partition int, source_offset bigint,
+      occurred_at timestamptz, received_at timestamptz)
     ON CONFLICT (event_id) DO UPDATE SET
       status = EXCLUDED.status,
       reason = EXCLUDED.reason,
@@ -68,9 +73,10 @@ export const WRITE_CHUNK_EFFECTS = `
     RETURNING 1
   ), state AS (
     INSERT INTO resource_state (tenant_id, resource_type, resource_id, version, deleted, data, last_event_id)
-    SELECT t, ty, id, v, d, data::jsonb, e
-    FROM unnest($18::text[], $19::text[], $20::text[], $21::bigint[], $22::bool[], $23::text[], $24::text[])
-      AS u(t, ty, id, v, d, data, e)
+    SELECT tenant_id, resource_type, resource_id, version, deleted, data, last_event_id
+    FROM json_to_recordset($2::json) AS r(
+      tenant_id text, resource_type text, resource_id text, version bigint, deleted boolean, data jsonb,
+      last_event_id text)
     ON CONFLICT (tenant_id, resource_type, resource_id) DO UPDATE SET
       version = EXCLUDED.version,
       deleted = EXCLUDED.deleted,
@@ -81,17 +87,20 @@ export const WRITE_CHUNK_EFFECTS = `
     RETURNING 1
   ), outbox AS (
     INSERT INTO applied_outbox (event_id, key, payload, headers)
-    SELECT e, k, p, h::jsonb
-    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[]) WITH ORDINALITY AS u(e, k, p, h, n)
+    SELECT event_id, key, payload, headers
+    FROM json_to_recordset($3::json) AS r(n int, event_id text, key text, payload text, headers jsonb)
     ORDER BY n
     RETURNING 1
   ), anomalies AS (
     INSERT INTO inbox_anomalies (
       event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
       resource_version, source_topic, source_partition, source_offset)
-    SELECT * FROM unnest(
-      $29::text[], $30::text[], $31::text[], $32::text[], $33::text[], $34::text[], $35::text[],
-      $36::bigint[], $37::text[], $38::int[], $39::bigint[])
+    SELECT event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
+      resource_version, source_topic, source_partition, source_offset
+    FROM json_to_recordset($4::json) AS r(
+      event_id text, body_sha256 text, original_body_sha256 text, payload text, tenant_id text,
+      resource_type text, resource_id text, resource_version bigint, source_topic text,
+      source_partition int, source_offset bigint)
     ON CONFLICT (event_id, body_sha256) DO NOTHING
     RETURNING 1
   )

@@ -71,8 +71,26 @@ export interface EnsureTopicsResult {
   existing: string[];
 }
 
-/** Creates missing topics; never touches existing ones except to report a partition shortfall. */
+const RETRIABLE_CREATE_ERRORS = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_CONTROLLER', 'REQUEST_TIMED_OUT']);
+
+/**
+ * Creates missing topics; never touches existing ones except to report a partition shortfall.
+ * Idempotent, so a busy broker's transient metadata errors (which kafkajs does not retry for
+ * createTopics with waitForLeaders) are met by running the whole check again.
+ */
 export async function ensureTopics(admin: Admin, specs: TopicSpec[], replicationFactor: number): Promise<EnsureTopicsResult> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await ensureTopicsOnce(admin, specs, replicationFactor);
+    } catch (error) {
+      const type = (error as { type?: string }).type;
+      if (attempt >= 5 || type === undefined || !RETRIABLE_CREATE_ERRORS.has(type)) throw error;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
+}
+
+async function ensureTopicsOnce(admin: Admin, specs: TopicSpec[], replicationFactor: number): Promise<EnsureTopicsResult> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
   if (missing.length > 0) {
