@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import { applySql } from '../../shared/apply/index.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
+import { PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
 import type { CrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -16,6 +17,8 @@ export interface OutboxRelayOptions {
   logger: Logger;
   metrics: WorkerMetrics;
   crashPoints: CrashPoints;
+  /** Partition count of the applied topic: rows are then sent one partition per send() (see PartitionedSender). */
+  partitionCount?: (topic: string) => Promise<number>;
 }
 
 interface OutboxRow {
@@ -38,8 +41,11 @@ export class OutboxRelay {
   #wake: (() => void) | undefined;
   #nudged = false;
 
+  readonly #sender: PartitionedSender | undefined;
+
   constructor(options: OutboxRelayOptions) {
     this.#o = options;
+    this.#sender = options.partitionCount ? new PartitionedSender(options.producer, options.partitionCount) : undefined;
   }
 
   start(): void {
@@ -79,14 +85,8 @@ export class OutboxRelay {
       }
       crashPoints.reach('after-commit-before-publish');
       // An idempotent producer retries without end during an outage; the timeout bounds the open transaction.
-      await withTimeout(
-        producer.send({
-          topic,
-          acks: -1,
-          messages: rows.map((r) => ({ key: r.key, value: r.payload, headers: r.headers })),
-        }),
-        sendTimeoutMs,
-      );
+      const request = { topic, acks: -1 as const, messages: rows.map((r) => ({ key: r.key, value: r.payload, headers: r.headers })) };
+      await withTimeout(this.#sender ? this.#sender.send(request) : producer.send(request), sendTimeoutMs);
       crashPoints.reach('after-publish-before-mark');
       await client.query(applySql.MARK_OUTBOX_PUBLISHED, [rows.map((r) => r.id)]);
       await client.query('COMMIT');

@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { applySql, SnapshotApplier } from '../../shared/apply/index.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createKafka } from '../../shared/kafka/client.ts';
+import { cachedPartitionCount } from '../../shared/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '../../shared/logging/logger.ts';
 import { startAdminServer, type AdminServer } from '../../shared/observability/admin-server.ts';
 import { defaultFailureSettings, FaultInjector } from '../../shared/failures/index.ts';
@@ -90,9 +91,11 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     maxBytesPerPartition: config.maxBytesPerPartition,
     maxWaitTimeInMs: 500,
   });
+  const metadataAdmin = kafka.admin();
   const relay = new OutboxRelay({
     pool,
     producer,
+    partitionCount: cachedPartitionCount(metadataAdmin),
     topic: config.appliedTopic,
     batchSize: config.relayBatchSize,
     pollMs: config.relayPollMs,
@@ -117,6 +120,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   });
 
   await producer.connect();
+  await metadataAdmin.connect();
   const failures =
     deps.onFailure === undefined
       ? await startFailureHandling({
@@ -198,6 +202,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await failures?.close();
         await relay.stop();
         await producer.disconnect();
+        await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();
         if (ownPool) await pool.end();
         logger.info('worker stopped');
