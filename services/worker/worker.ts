@@ -61,6 +61,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       max: config.databasePoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
       applicationName: 'worker',
+      logger,
     });
   const registry = deps.registry ?? new Registry();
   const metrics = createWorkerMetrics(registry, async () => {
@@ -68,11 +69,6 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     return rows[0]?.age_seconds ?? 0;
   });
   const crashPoints = createCrashPoints(config.crashAt, config.crashAfter);
-  // A Postgres restart makes every open connection emit 'error': pg-pool re-emits it for idle ones,
-  // and a checked-out client emits it itself. Unhandled, either kills the process; the failing
-  // query already reports the same error to its caller, which pauses for the outage.
-  pool.on('error', (error) => logger.warn({ err: error }, 'idle database connection failed'));
-  pool.on('connect', (client) => client.on('error', (error) => logger.debug({ err: error }, 'database connection failed')));
   const failureSettings = config.failures ?? defaultFailureSettings;
   const faults = new FaultInjector(failureSettings.faults);
   if (faults.enabled) logger.warn({ faults: failureSettings.faults }, 'FAULT_INJECT is set: injecting test failures');

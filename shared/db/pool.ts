@@ -1,15 +1,17 @@
 import pg from 'pg';
+import type { Logger } from '../logging/logger.ts';
 
 export interface PoolSettings {
   url: string;
   max?: number;
   statementTimeoutMs?: number;
   applicationName?: string;
+  logger?: Logger;
 }
 
 // Every query has a timeout: a hung query must never hold a Kafka batch past the session timeout.
 export function createPool(settings: PoolSettings): pg.Pool {
-  return new pg.Pool({
+  const pool = new pg.Pool({
     connectionString: settings.url,
     max: settings.max ?? 10,
     statement_timeout: settings.statementTimeoutMs ?? 10_000,
@@ -19,4 +21,10 @@ export function createPool(settings: PoolSettings): pg.Pool {
     idleTimeoutMillis: 30_000,
     application_name: settings.applicationName ?? 'theme-bridge',
   });
+  // A Postgres restart makes every open connection emit 'error': pg-pool re-emits it for idle ones,
+  // and a checked-out client emits it itself. Unhandled, either kills the process; the failing
+  // query already reports the same error to its caller, which decides (e.g. pause for an outage).
+  pool.on('error', (error) => settings.logger?.warn({ err: error }, 'idle database connection failed'));
+  pool.on('connect', (client) => client.on('error', (error) => settings.logger?.debug({ err: error }, 'database connection failed')));
+  return pool;
 }
