@@ -68,7 +68,7 @@ export const ingressDefaults = {
   retryAfterSeconds: 5,
   maxBatchRecords: 500,
   maxBatchBytes: 512 * 1024,
-  lingerMs: 1,
+  lingerMs: 2,
   probeIntervalMs: 1000,
   // Node's defaults (60 s headers, 300 s request) let slow clients hold sockets for minutes.
   headersTimeoutMs: 10_000,

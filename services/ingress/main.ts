@@ -1,4 +1,6 @@
+import { pino } from 'pino';
 import { loadConfigOrExit } from '../../shared/config/env.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
 import { SourcesConfigError } from '../../shared/sources/index.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from './config.ts';
 import { startIngress } from './ingress.ts';
@@ -15,7 +17,10 @@ try {
   throw error;
 }
 
-const ingress = await startIngress(config);
+// One log line per request: asynchronous writes coalesce lines under load instead of a write
+// syscall each, and pino flushes the buffer synchronously when the process exits.
+const logger = createLogger({ name: 'ingress', level: config.logLevel }, pino.destination({ dest: 1, sync: false }));
+const ingress = await startIngress(config, { logger });
 
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
