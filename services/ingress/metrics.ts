@@ -42,13 +42,13 @@ export function createIngressMetrics(registry: Registry): IngressMetrics {
     }),
     publishLatency: new Histogram({
       name: 'webhook_publish_latency_seconds',
-      help: 'Time from sendBatch to the broker ack (acks=all)',
+      help: 'Time from a batch send to the broker ack (acks=all)',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     }),
     publishBatchSize: new Histogram({
       name: 'webhook_publish_batch_size',
-      help: 'Records per sendBatch call',
+      help: 'Records per batch send',
       buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500],
       registers,
     }),

@@ -1,4 +1,5 @@
 import { Partitioners, type Admin, type Kafka, type Message, type Producer } from 'kafkajs';
+import { PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import type { IngressMetrics } from './metrics.ts';
@@ -46,7 +47,7 @@ interface Pending {
 const RECORD_OVERHEAD_BYTES = 100;
 
 /**
- * Coalesces concurrent publishes into one sendBatch at a time (kafkajs has no linger) and
+ * Coalesces concurrent publishes into one batch send at a time (kafkajs has no linger) and
  * resolves each caller only after the broker acknowledged its record (acks=all).
  * One batch in flight keeps the idempotent producer on its safe path (kafkajs#598) and lets the
  * next batch fill while the previous one waits for its ack.
@@ -55,6 +56,8 @@ export class BatchingPublisher {
   private readonly options: PublisherOptions;
   private readonly log: Logger;
   private producer: Producer | undefined;
+  private sender: PartitionedSender | undefined;
+  private partitionCount = 0;
   private admin: Admin | undefined;
   private queue: Pending[] = [];
   private inFlight: Promise<void> | undefined;
@@ -148,7 +151,8 @@ export class BatchingPublisher {
 
   private async send(batch: Pending[]): Promise<void> {
     const producer = this.producer;
-    if (!producer || !this.up) {
+    const sender = this.sender;
+    if (!producer || !sender || !this.up) {
       for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
       return;
     }
@@ -160,7 +164,8 @@ export class BatchingPublisher {
     });
     try {
       const outcome = await Promise.race([
-        producer.sendBatch({ topicMessages: [{ topic: this.options.topic, messages }], acks: -1 }).then(() => 'acked' as const),
+        // Per-partition sends: a multi-partition send() can resolve without part of it (kafkajs#1303).
+        sender.send({ topic: this.options.topic, messages, acks: -1 }).then(() => 'acked' as const),
         timeout,
       ]);
       if (outcome === 'timeout') {
@@ -202,6 +207,7 @@ export class BatchingPublisher {
     this.options.metrics.brokerAvailable.set(0);
     if (producer && producer === this.producer) {
       this.producer = undefined;
+      this.sender = undefined;
       producer.disconnect().catch(() => {});
     }
     // Records queued behind the failed batch would only wait for their timeout.
@@ -238,6 +244,7 @@ export class BatchingPublisher {
       if (partitions.length === 0 || partitions.some((p) => p.leader < 0)) {
         throw new Error(`topic ${this.options.topic} has no leader for every partition`);
       }
+      this.partitionCount = partitions.length;
       if (!this.up) {
         // kafkajs warns that finite retries (shared/kafka/client.ts) may break exactly-once; here a
         // producer whose send failed or timed out is never used again, and its replacement gets a
@@ -256,6 +263,7 @@ export class BatchingPublisher {
           return;
         }
         this.producer = producer;
+        this.sender = new PartitionedSender(producer, async () => this.partitionCount);
         this.up = true;
         this.lastError = '';
         this.options.metrics.brokerAvailable.set(1);
@@ -282,6 +290,7 @@ export class BatchingPublisher {
     await this.producer?.disconnect().catch(() => {});
     await this.admin?.disconnect().catch(() => {});
     this.producer = undefined;
+    this.sender = undefined;
     this.admin = undefined;
     this.up = false;
   }

@@ -1,4 +1,5 @@
-import { Kafka, logLevel, type KafkaConfig, type logCreator } from 'kafkajs';
+import net from 'node:net';
+import { Kafka, logLevel, type ISocketFactory, type KafkaConfig, type logCreator } from 'kafkajs';
 import type { Logger } from '../logging/logger.ts';
 
 export interface KafkaClientSettings {
@@ -34,6 +35,14 @@ export function parseBrokers(value: string): string[] {
     .filter((b) => b.length > 0);
 }
 
+// kafkajs's own factory leaves Nagle's algorithm on; small produce requests then wait for the
+// broker's delayed ACK. Request/response traffic wants TCP_NODELAY, as the Java client sets it.
+const noDelaySocketFactory: ISocketFactory = ({ host, port, onConnect }) => {
+  const socket = net.connect({ host, port, noDelay: true }, onConnect);
+  socket.setKeepAlive(true, 60_000);
+  return socket;
+};
+
 // The only place kafkajs is constructed, so the client library can be swapped in one module.
 export function createKafka(settings: KafkaClientSettings): Kafka {
   const config: KafkaConfig = {
@@ -41,6 +50,7 @@ export function createKafka(settings: KafkaClientSettings): Kafka {
     brokers: settings.brokers,
     connectionTimeout: settings.connectionTimeoutMs ?? 3000,
     requestTimeout: settings.requestTimeoutMs ?? 10000,
+    socketFactory: noDelaySocketFactory,
     logLevel: logLevel.WARN,
     logCreator: pinoLogCreator(settings.logger.child({ component: 'kafkajs' })),
     retry: { initialRetryTime: 100, retries: settings.retries ?? 8, maxRetryTime: 5000 },
