@@ -6,6 +6,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          // Unit tests first and on their own; then the integration files, two at a time.
+          sequence: { groupOrder: 0 },
           include: ['shared/**/*.test.ts', 'services/**/*.test.ts', 'infra/**/*.test.ts'],
           environment: 'node',
         },
@@ -13,6 +15,7 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
+          sequence: { groupOrder: 1 },
           include: ['test/**/*.test.ts'],
           environment: 'node',
           globalSetup: ['test/global-setup.ts'],
