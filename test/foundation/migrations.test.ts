@@ -39,7 +39,7 @@ describe('migrations on the real Postgres', () => {
       expect(rows[0].n).toBe(1);
 
       writeFileSync(path.join(dir, '0003_broken.sql'), 'CREATE TABLE gadgets (id int); SELECT no_such_column FROM widgets;');
-      await expect(migrate(other.pool, { dir })).rejects.toThrow(/0003_broken failed/);
+      await expect(migrate(other.pool, { dir })).rejects.toThrow(/0003_broken\.sql failed/);
       const gadgets = await other.pool.query("SELECT to_regclass('gadgets') AS t");
       expect(gadgets.rows[0].t).toBeNull();
       const versions = await other.pool.query('SELECT version FROM schema_migrations ORDER BY version');
