@@ -55,6 +55,9 @@ export function toSourceRecord(topic: string, partition: number, message: KafkaM
  */
 export function createBatchHandler(options: BatchHandlerOptions): (payload: EachBatchPayload) => Promise<void> {
   const { applier, batchSize, logger, metrics, crashPoints, onFailure } = options;
+  // The per-event line carries only the fixed scalar fields below, none of them secret, so it
+  // skips the base logger's wildcard redaction (about half the cost of each line).
+  const eventLogger = logger.child({}, { redact: [] });
 
   return async (payload) => {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
@@ -80,9 +83,9 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         body_sha256: result.bodySha256,
         reason: result.reason,
       };
-      if (result.outcome === 'quarantined') logger.warn(fields, 'anomaly: event_id seen before with a different body');
-      else if (result.outcome === 'invalid') logger.warn(fields, 'invalid event');
-      else logger.info(fields, 'event processed');
+      if (result.outcome === 'quarantined') eventLogger.warn(fields, 'anomaly: event_id seen before with a different body');
+      else if (result.outcome === 'invalid') eventLogger.warn(fields, 'invalid event');
+      else eventLogger.info(fields, 'event processed');
     };
 
     const fail = async (record: SourceRecord, error: unknown, stage: FailureContext['stage']): Promise<boolean> => {

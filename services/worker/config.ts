@@ -21,10 +21,11 @@ export const workerEnvSchema = z.object({
   // Not the shared 9464 default: the worker runs beside the ingress on one machine.
   ADMIN_PORT: portSchema.default(9465),
   CONSUMER_GROUP: z.string().min(1).default('theme-applier'),
-  WORKER_BATCH_SIZE: positiveIntSchema.default(500),
+  // 1000 records per transaction and 2 MiB fetches measured ~20% faster than 500 / 1 MiB (bench/results/worker.md).
+  WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
   WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(3),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
-  WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
+  WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(2_097_152),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),

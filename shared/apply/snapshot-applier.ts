@@ -210,7 +210,7 @@ function parseRecord(record: SourceRecord): Parsed {
       record,
       envelope,
       bodySha256: result.bodySha256,
-      payload: Buffer.from(bytes).toString('utf8'),
+      payload: (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes)).toString('utf8'),
       resourceKey: resourceKey(envelope),
       action: eventAction(envelope),
     },

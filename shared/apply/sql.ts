@@ -13,13 +13,15 @@ export const LOCK_RESOURCE_KEYS = `
 /** Everything the decisions need, in one round trip (after the keys are locked):
  * kind 'inbox' (a = event_id, b = body_sha256, c = status), kind 'idem' (a = tenant_id,
  * b = idempotency_key, c = event_id), kind 'state' (a, b, c = tenant, type, id; version, deleted).
- * LATERAL keeps every lookup an index probe per key: a hash join would scan the whole table
- * per chunk, which grows with the table. */
+ * Every lookup must stay an index probe per key: a hash join scans the whole table per chunk,
+ * which grows with the table. LATERAL alone does not ensure that (the planner pulls a simple
+ * subquery up into a plain join and chose a hash join + seq scan for 1000-key chunks), so each
+ * subquery carries OFFSET 0, which keeps it a parameterised subquery (an index scan per key). */
 export const READ_CHUNK_CONTEXT = `
   SELECT 'inbox' AS kind, i.event_id AS a, i.body_sha256 AS b, i.status AS c, NULL::bigint AS version, NULL::boolean AS deleted
   FROM unnest($1::text[]) AS k(event_id)
   CROSS JOIN LATERAL (
-    SELECT event_id, body_sha256, status FROM inbox_events WHERE event_id = k.event_id
+    SELECT event_id, body_sha256, status FROM inbox_events WHERE event_id = k.event_id OFFSET 0
   ) AS i
   UNION ALL
   SELECT 'idem', i.tenant_id, i.idempotency_key, i.event_id, NULL, NULL
@@ -27,14 +29,14 @@ export const READ_CHUNK_CONTEXT = `
   CROSS JOIN LATERAL (
     SELECT tenant_id, idempotency_key, event_id FROM inbox_events
     WHERE tenant_id = k.tenant_id AND idempotency_key = k.idempotency_key
-      AND idempotency_key IS NOT NULL AND duplicate_of IS NULL
+      AND idempotency_key IS NOT NULL AND duplicate_of IS NULL OFFSET 0
   ) AS i
   UNION ALL
   SELECT 'state', s.tenant_id, s.resource_type, s.resource_id, s.version, s.deleted
   FROM unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, resource_type, resource_id)
   CROSS JOIN LATERAL (
     SELECT tenant_id, resource_type, resource_id, version, deleted FROM resource_state
-    WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id
+    WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id OFFSET 0
   ) AS s`;
 
 /**
