@@ -1,5 +1,5 @@
 import { Partitioners, type Admin, type Kafka, type Message, type Producer } from 'kafkajs';
-import { PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
+import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import type { IngressMetrics } from './metrics.ts';
@@ -57,7 +57,8 @@ export class BatchingPublisher {
   private readonly log: Logger;
   private producer: Producer | undefined;
   private sender: PartitionedSender | undefined;
-  private partitionCount = 0;
+  /** Refreshed by every readiness probe (each second), so leader moves are followed. */
+  private layout: TopicLayout = { partitionCount: 0, leaders: new Map() };
   private admin: Admin | undefined;
   private queue: Pending[] = [];
   private inFlight: Promise<void> | undefined;
@@ -164,7 +165,7 @@ export class BatchingPublisher {
     });
     try {
       const outcome = await Promise.race([
-        // Per-partition sends: a multi-partition send() can resolve without part of it (kafkajs#1303).
+        // One send per partition leader: a send() spanning leaders can resolve without part of it (kafkajs#1303).
         sender.send({ topic: this.options.topic, messages, acks: -1 }).then(() => 'acked' as const),
         timeout,
       ]);
@@ -244,7 +245,7 @@ export class BatchingPublisher {
       if (partitions.length === 0 || partitions.some((p) => p.leader < 0)) {
         throw new Error(`topic ${this.options.topic} has no leader for every partition`);
       }
-      this.partitionCount = partitions.length;
+      this.layout = layoutFromMetadata(partitions);
       if (!this.up) {
         // kafkajs warns that finite retries (shared/kafka/client.ts) may break exactly-once; here a
         // producer whose send failed or timed out is never used again, and its replacement gets a
@@ -263,7 +264,7 @@ export class BatchingPublisher {
           return;
         }
         this.producer = producer;
-        this.sender = new PartitionedSender(producer, async () => this.partitionCount);
+        this.sender = new PartitionedSender(producer, async () => this.layout);
         this.up = true;
         this.lastError = '';
         this.options.metrics.brokerAvailable.set(1);

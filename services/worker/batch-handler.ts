@@ -1,5 +1,5 @@
-import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
-import type { ApplyResult, SnapshotApplier, SourceRecord } from '../../shared/apply/index.ts';
+import type { EachBatchPayload } from 'kafkajs';
+import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import type { CrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -34,18 +34,6 @@ export interface BatchHandlerOptions {
   onQuarantined?: OnQuarantined;
   /** After each committed apply transaction (wakes the outbox relay). */
   afterCommit?: () => void;
-}
-
-export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {
-  return {
-    topic,
-    partition,
-    offset: message.offset,
-    key: message.key,
-    value: message.value,
-    timestamp: message.timestamp,
-    headers: message.headers ?? {},
-  };
 }
 
 /**

@@ -1,9 +1,10 @@
+import { withTransaction } from '../../shared/db/transaction.ts';
 import type { Producer } from 'kafkajs';
 import type { Pool } from 'pg';
 import { applySql } from '../../shared/apply/index.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
-import { PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
+import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
 import type { CrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -17,8 +18,8 @@ export interface OutboxRelayOptions {
   logger: Logger;
   metrics: WorkerMetrics;
   crashPoints: CrashPoints;
-  /** Partition count of the applied topic: rows are then sent one partition per send() (see PartitionedSender). */
-  partitionCount?: (topic: string) => Promise<number>;
+  /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
+  layout?: (topic: string) => Promise<TopicLayout>;
 }
 
 interface OutboxRow {
@@ -45,7 +46,7 @@ export class OutboxRelay {
 
   constructor(options: OutboxRelayOptions) {
     this.#o = options;
-    this.#sender = options.partitionCount ? new PartitionedSender(options.producer, options.partitionCount) : undefined;
+    this.#sender = options.layout ? new PartitionedSender(options.producer, options.layout) : undefined;
   }
 
   start(): void {
@@ -69,36 +70,21 @@ export class OutboxRelay {
   /** One pass: publishes at most one batch. Returns how many rows were published. */
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints } = this.#o;
-    const client = await pool.connect();
-    let failed: unknown;
-    try {
-      await client.query('BEGIN');
+    const published = await withTransaction(pool, async (client) => {
       const lock = await client.query<{ leader: boolean }>(applySql.TRY_RELAY_LEADER_LOCK);
-      if (!lock.rows[0]?.leader) {
-        await client.query('COMMIT');
-        return 0;
-      }
+      if (!lock.rows[0]?.leader) return 0;
       const { rows } = await client.query<OutboxRow>(applySql.SELECT_UNPUBLISHED_OUTBOX, [batchSize]);
-      if (rows.length === 0) {
-        await client.query('COMMIT');
-        return 0;
-      }
+      if (rows.length === 0) return 0;
       crashPoints.reach('after-commit-before-publish');
       // An idempotent producer retries without end during an outage; the timeout bounds the open transaction.
       const request = { topic, acks: -1 as const, messages: rows.map((r) => ({ key: r.key, value: r.payload, headers: r.headers })) };
       await withTimeout(this.#sender ? this.#sender.send(request) : producer.send(request), sendTimeoutMs);
       crashPoints.reach('after-publish-before-mark');
       await client.query(applySql.MARK_OUTBOX_PUBLISHED, [rows.map((r) => r.id)]);
-      await client.query('COMMIT');
-      this.#o.metrics.relayPublished.inc(rows.length);
       return rows.length;
-    } catch (error) {
-      failed = error;
-      await client.query('ROLLBACK').catch(() => {});
-      throw error;
-    } finally {
-      client.release(failed instanceof Error ? failed : undefined);
-    }
+    });
+    this.#o.metrics.relayPublished.inc(published);
+    return published;
   }
 
   async #run(): Promise<void> {

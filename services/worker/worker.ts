@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { applySql, SnapshotApplier } from '../../shared/apply/index.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createKafka } from '../../shared/kafka/client.ts';
-import { cachedPartitionCount } from '../../shared/kafka/partitioned-send.ts';
+import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '../../shared/logging/logger.ts';
 import { startAdminServer, type AdminServer } from '../../shared/observability/admin-server.ts';
 import { defaultFailureSettings, FaultInjector } from '../../shared/failures/index.ts';
@@ -91,7 +91,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   const relay = new OutboxRelay({
     pool,
     producer,
-    partitionCount: cachedPartitionCount(metadataAdmin),
+    layout: topicLayouts(metadataAdmin),
     topic: config.appliedTopic,
     batchSize: config.relayBatchSize,
     pollMs: config.relayPollMs,

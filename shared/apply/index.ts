@@ -13,3 +13,4 @@ export {
 export type { AppliedRecord } from './applied-record.ts';
 export * as applySql from './sql.ts';
 export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
+export { toSourceRecord } from './source-record.ts';

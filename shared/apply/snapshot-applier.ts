@@ -1,3 +1,4 @@
+import { withTransaction } from '../db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
 import { eventAction, parseEvent, resourceKey } from '../contract/index.ts';
 import { BridgeError } from '../errors/bridge-error.ts';
@@ -47,21 +48,8 @@ export class SnapshotApplier {
     const events = parsed.flatMap((p) => (p.ok ? [p.event] : []));
     const decided = new Map<ParsedEvent, Decision>();
     if (events.length > 0) {
-      const client = await this.#pool.connect();
-      let failed: unknown;
-      try {
-        await client.query(BEGIN_APPLY_TRANSACTION);
-        const decisions = await this.#applyInTransaction(client, events);
-        await client.query('COMMIT');
-        for (const d of decisions) decided.set(d.event, d);
-      } catch (error) {
-        failed = error;
-        await client.query('ROLLBACK').catch(() => {});
-        throw error;
-      } finally {
-        // A connection that saw an error is discarded rather than reused in an unknown state.
-        client.release(failed instanceof Error ? failed : undefined);
-      }
+      const decisions = await withTransaction(this.#pool, (client) => this.#applyInTransaction(client, events), BEGIN_APPLY_TRANSACTION);
+      for (const d of decisions) decided.set(d.event, d);
     }
     const results = parsed.map((p) => (p.ok ? toResult(decided.get(p.event)!) : p.result));
     this.#afterCommit?.(results);

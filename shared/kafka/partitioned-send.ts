@@ -1,54 +1,74 @@
 import { Partitioners, type Admin, type Message, type PartitionerArgs, type Producer, type RecordMetadata } from 'kafkajs';
 
+/** What a sender needs to know of a topic: its partition count and each partition's leader. */
+export interface TopicLayout {
+  partitionCount: number;
+  /** partition -> leader broker id, as last seen in the cluster metadata. */
+  leaders: ReadonlyMap<number, number>;
+}
+
 /**
  * kafkajs 2.2.4 can resolve send() without writing part of it (tulios/kafkajs#1303, PR #1798):
  * one send() spanning several leaders keeps the responses of brokers that answered; when a broker
  * dies and its partitions move to a broker that already answered, the retry sends nothing for
  * them and send() still resolves. Observed here: a broker of three SIGKILLed under load, two
- * acknowledged records missing from the topic. A send() that touches a single partition has a
- * single leader, so a retry always re-sends it: this sender splits every send per partition.
+ * acknowledged records missing from the topic. A send() whose partitions share one leader has no
+ * other broker that could have answered already, so a retry always re-sends it: this sender splits
+ * every send per partition leader (one send on a single broker, so no extra round trips there).
+ * Leaders come from metadata at most a second old; partitions with an unknown leader go alone.
  */
 export class PartitionedSender {
   readonly #producer: Producer;
-  readonly #partitionCount: (topic: string) => Promise<number>;
+  readonly #layout: (topic: string) => Promise<TopicLayout>;
   readonly #partitioner = Partitioners.DefaultPartitioner();
 
-  constructor(producer: Producer, partitionCount: (topic: string) => Promise<number>) {
+  constructor(producer: Producer, layout: (topic: string) => Promise<TopicLayout>) {
     this.#producer = producer;
-    this.#partitionCount = partitionCount;
+    this.#layout = layout;
   }
 
   async send(request: { topic: string; acks: -1 | 1; messages: Message[] }): Promise<RecordMetadata[]> {
     const { topic, acks, messages } = request;
-    const count = await this.#partitionCount(topic);
+    const { partitionCount, leaders } = await this.#layout(topic);
     // The same murmur2 partitioner the producer would use, so keys land where they always did.
-    const partitionMetadata = Array.from({ length: count }, (_, partitionId) => ({ partitionId, leader: 0 })) as PartitionerArgs['partitionMetadata'];
-    const byPartition = new Map<number, Message[]>();
+    const partitionMetadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, leader: 0 })) as PartitionerArgs['partitionMetadata'];
+    const byLeader = new Map<string, Message[]>();
     for (const message of messages) {
       const partition = this.#partitioner({ topic, partitionMetadata, message });
-      const list = byPartition.get(partition) ?? [];
+      const leader = leaders.get(partition);
+      const group = leader === undefined ? `partition-${partition}` : `leader-${leader}`;
+      const list = byLeader.get(group) ?? [];
       list.push({ ...message, partition });
-      byPartition.set(partition, list);
+      byLeader.set(group, list);
     }
-    const results = await Promise.all([...byPartition.values()].map((group) => this.#producer.send({ topic, acks, messages: group })));
+    const results = await Promise.all([...byLeader.values()].map((group) => this.#producer.send({ topic, acks, messages: group })));
     return results.flat();
   }
 }
 
-/** Partition counts read once per topic through the admin client (a topic never shrinks). */
-export function cachedPartitionCount(admin: Admin): (topic: string) => Promise<number> {
-  const cache = new Map<string, Promise<number>>();
+export function layoutFromMetadata(partitions: ReadonlyArray<{ partitionId: number; leader: number }>): TopicLayout {
+  return {
+    partitionCount: partitions.length,
+    leaders: new Map(partitions.filter((p) => p.leader >= 0).map((p) => [p.partitionId, p.leader])),
+  };
+}
+
+/** Topic layouts read through the admin client, reused for maxAgeMs so leader moves are seen soon. */
+export function topicLayouts(admin: Admin, maxAgeMs = 1000): (topic: string) => Promise<TopicLayout> {
+  const cache = new Map<string, { at: number; layout: Promise<TopicLayout> }>();
   return (topic) => {
-    let count = cache.get(topic);
-    if (count === undefined) {
-      count = admin.fetchTopicMetadata({ topics: [topic] }).then((m) => {
-        const partitions = m.topics[0]?.partitions.length ?? 0;
-        if (partitions === 0) throw new Error(`topic ${topic} has no partitions (does it exist?)`);
-        return partitions;
-      });
-      count.catch(() => cache.delete(topic));
-      cache.set(topic, count);
-    }
-    return count;
+    const cached = cache.get(topic);
+    if (cached && Date.now() - cached.at < maxAgeMs) return cached.layout;
+    const layout = admin.fetchTopicMetadata({ topics: [topic] }).then((m) => {
+      const partitions = m.topics[0]?.partitions ?? [];
+      if (partitions.length === 0) throw new Error(`topic ${topic} has no partitions (does it exist?)`);
+      return layoutFromMetadata(partitions);
+    });
+    // A failed read must not stick; a stale but good layout is still better than none.
+    layout.catch(() => {
+      if (cache.get(topic)?.layout === layout) cache.delete(topic);
+    });
+    cache.set(topic, { at: Date.now(), layout });
+    return layout;
   };
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Partitioners, type Admin, type Kafka, type Producer } from 'kafkajs';
-import { cachedPartitionCount, PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
+import { topicLayouts, PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
 import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { TopicNames } from '../../shared/kafka/topics.ts';
@@ -47,7 +47,7 @@ describe('failures: one broker of three killed under load', () => {
     await admin.connect();
     // A plain multi-partition send() can resolve without writing part of it when a leader dies
     // (tulios/kafkajs#1303); the ingress-like producer here sends one partition per send().
-    sender = new PartitionedSender(producer, cachedPartitionCount(admin));
+    sender = new PartitionedSender(producer, topicLayouts(admin));
   }, 180_000);
 
   afterAll(async () => {

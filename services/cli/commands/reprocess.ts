@@ -1,5 +1,5 @@
-import type { Admin, KafkaMessage } from 'kafkajs';
-import { SnapshotApplier, type ApplyOutcome, type SourceRecord } from '../../../shared/apply/index.ts';
+import type { Admin } from 'kafkajs';
+import { SnapshotApplier, toSourceRecord, type ApplyOutcome} from '../../../shared/apply/index.ts';
 import { CommandFailed, flag, intOption, parsePosition, requiredOption, stringOption, UsageError, type Position } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin } from '../context.ts';
@@ -9,18 +9,6 @@ import { clampRanges, readRange, type PartitionRange } from '../topic-reader.ts'
 const OUTCOMES: ApplyOutcome[] = ['applied', 'stale', 'duplicate', 'duplicate_version', 'quarantined', 'invalid'];
 const CHUNK = 200;
 const APPLY_ATTEMPTS = 3;
-
-export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {
-  return {
-    topic,
-    partition,
-    offset: message.offset,
-    key: message.key,
-    value: message.value,
-    timestamp: message.timestamp,
-    headers: message.headers ?? {},
-  };
-}
 
 function checkOrder(from: Position, to: Position | undefined): void {
   if (!to || from.kind !== to.kind) return;

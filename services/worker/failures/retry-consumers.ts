@@ -3,7 +3,7 @@ import type { Logger } from '../../../shared/logging/logger.ts';
 import type { TopicNames } from '../../../shared/kafka/topics.ts';
 import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
 import { decodeRetryInfo, permanentFailure, type FailureMetrics } from '../../../shared/failures/index.ts';
-import { toSourceRecord } from '../batch-handler.ts';
+import { toSourceRecord } from '../../../shared/apply/index.ts';
 import { OutageController } from './outage-controller.ts';
 import type { FailureOutcome, RetryRouter } from './retry-router.ts';
 

@@ -1,3 +1,4 @@
+import { withTransaction } from '../../../shared/db/transaction.ts';
 import { Partitioners, type IHeaders, type Kafka, type Producer } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Logger } from '../../../shared/logging/logger.ts';
@@ -171,10 +172,7 @@ export class RetryRouter {
       await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.event_id, bodySha256]);
       return undefined;
     }
-    const client = await pool.connect();
-    let failed: unknown;
-    try {
-      await client.query('BEGIN');
+    return withTransaction(pool, async (client) => {
       const state = await client.query<{ version: string }>(SELECT_RESOURCE_VERSION, [
         envelope.tenant_id,
         envelope.resource.type,
@@ -215,15 +213,8 @@ export class RetryRouter {
           null,
         ]);
       }
-      await client.query('COMMIT');
       return isStale ? storedVersion : undefined;
-    } catch (error) {
-      failed = error;
-      await client.query('ROLLBACK').catch(() => {});
-      throw error;
-    } finally {
-      client.release(failed instanceof Error ? failed : undefined);
-    }
+    });
   }
 
   async #produce(topic: string, record: SourceRecord, failureHeaders: Record<string, string>): Promise<void> {
