@@ -64,7 +64,7 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
           deadLetteredAt: at,
           failedTopic: reason === 'retries_exhausted' ? names.retries[3]! : names.events,
         });
-      const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
       await producer.connect();
       await producer.send({
         topic: names.dlq,
