@@ -59,7 +59,7 @@ const services = [
   {
     name: 'ingress',
     main: 'services/ingress/main.ts',
-    nodeArgs: ['--max-semi-space-size=8'],
+    nodeArgs: ['--max-semi-space-size=16'],
     env: { ADMIN_PORT: process.env.INGRESS_ADMIN_PORT ?? '9464' },
   },
   // A larger young generation for the worker: its batches allocate a lot of short-lived objects

@@ -1,4 +1,4 @@
-import http from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from 'kafkajs';
@@ -77,6 +77,10 @@ export const ingressDefaults = {
   maxJsonDepth: 32,
 } as const;
 
+// What express's `POST /webhooks/:source` (case-insensitive, optional trailing slash, query
+// ignored) matches, minus percent-encoded sources, which express decodes and this leaves to it.
+const WEBHOOK_PATH = /^\/webhooks\/([^/?#%]+)\/?(?:\?|$)/i;
+
 const UNAUTHORIZED = JSON.stringify({ error: 'unauthorized' });
 const OPTIONAL_HEADERS = { eventType: 'x-webhook-event', idempotencyKey: 'x-idempotency-key' } as const;
 
@@ -132,7 +136,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   let active = 0;
   let idle: (() => void) | undefined;
 
-  async function decide(req: Request, sourceId: string, receivedAt: Date): Promise<Outcome | undefined> {
+  async function decide(req: IncomingMessage, sourceId: string, receivedAt: Date): Promise<Outcome | undefined> {
     const declared = singleHeader(req, 'content-length');
     const declaredBytes = declared.ok && declared.value !== undefined ? Number(declared.value) : undefined;
     // Refused before the body is read: node:http discards a body of known, bounded length and
@@ -234,7 +238,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     return { ...described, status: 202, body: JSON.stringify({ status: 'accepted', event_id: envelope.event_id }), reason: 'accepted' };
   }
 
-  function respond(req: Request, res: Response, sourceId: string, started: number, outcome: Outcome): void {
+  function respond(req: IncomingMessage, res: ServerResponse, sourceId: string, started: number, outcome: Outcome): void {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
     if (outcome.retryAfter) headers['retry-after'] = String(settings.retryAfterSeconds);
     if (outcome.closeConnection || closing) headers.connection = 'close';
@@ -262,13 +266,9 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     else requestLog.info(line, 'webhook');
   }
 
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.post('/webhooks/:source', (req: Request<{ source: string }>, res: Response) => {
+  function handleWebhook(req: IncomingMessage, res: ServerResponse, sourceId: string): void {
     const started = performance.now();
     const receivedAt = new Date();
-    const sourceId = req.params.source;
     active += 1;
     decide(req, sourceId, receivedAt)
       .then((outcome) => {
@@ -283,7 +283,12 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
         active -= 1;
         if (active === 0) idle?.();
       });
-  });
+  }
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.post('/webhooks/:source', (req: Request<{ source: string }>, res: Response) => handleWebhook(req, res, req.params.source));
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: 'not_found' });
   });
@@ -302,7 +307,14 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
       maxHeaderSize: 16 * 1024,
     },
-    app,
+    (req, res) => {
+      // The hot route skips express's router; the handler uses only node:http's request and
+      // response. Anything the pattern does not take as is (percent-encoded source, other
+      // methods and paths) goes through express, which answers it exactly as before.
+      const match = req.method === 'POST' ? WEBHOOK_PATH.exec(req.url ?? '') : null;
+      if (match) handleWebhook(req, res, match[1]!);
+      else app(req, res);
+    },
   );
   server.maxHeadersCount = 100;
   await new Promise<void>((resolve, reject) => {

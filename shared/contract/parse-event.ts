@@ -32,6 +32,11 @@ const dataSchemas: Readonly<Record<string, z.ZodType>> = {
 
 const MAX_REPORTED_ISSUES = 10;
 
+// ignoreBOM keeps a BOM in the text so JSON.parse rejects it: the raw bytes go to Kafka
+// unchanged and several consumers' JSON parsers refuse a BOM. A non-streaming decode() keeps no
+// state between calls, so one decoder serves every call.
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}): ParseEventResult {
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const bodySha256 = createHash('sha256').update(rawBytes).digest('hex');
@@ -39,9 +44,7 @@ export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}
 
   let text: string;
   try {
-    // ignoreBOM keeps a BOM in the text so JSON.parse rejects it: the raw bytes go to Kafka
-    // unchanged and several consumers' JSON parsers refuse a BOM.
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(rawBytes);
+    text = utf8Decoder.decode(rawBytes);
   } catch {
     return fail('invalid_utf8', 'body is not valid UTF-8');
   }

@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { signedContent, signingKey } from './schemes.ts';
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { signingKey } from './schemes.ts';
 import type { SignatureScheme } from './schemes.ts';
 
 export interface SigningSecret {
@@ -54,14 +54,15 @@ export function verifySignature(input: VerifySignatureInput): VerifySignatureRes
     return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', clockSkewSeconds };
   }
 
-  const content = signedContent(scheme, headers.id, headers.timestamp, rawBody);
+  // The signed content (see signedContent) goes to the HMAC in pieces: no copy of the body.
+  const prefix = scheme === 'standard-webhooks' ? `${headers.id}.${headers.timestamp}.` : `${headers.timestamp}.`;
   let matchedSecretId: string | undefined;
   // No early exit: every secret and every candidate is compared, so timing does not reveal
   // which secret (or which position in the header) matched.
   for (const secret of secrets) {
-    const key = keyOrUndefined(scheme, secret.value);
+    const key = cachedKey(scheme, secret);
     if (key === undefined) continue;
-    const expected = createHmac('sha256', key).update(content).digest();
+    const expected = createHmac('sha256', key).update(prefix, 'utf8').update(rawBody).digest();
     for (const candidate of parsed.candidates) {
       if (timingSafeEqual(expected, candidate) && matchedSecretId === undefined) matchedSecretId = secret.id;
     }
@@ -105,6 +106,25 @@ function parseSignatures(scheme: SignatureScheme, header: string): ParsedSignatu
     }
   }
   return { candidates, malformed };
+}
+
+interface CachedKey {
+  scheme: SignatureScheme;
+  value: string;
+  key: KeyObject | undefined;
+}
+
+// Decoding a secret and building its key object once per secret rather than once per request
+// (a Buffer key is turned into a new key object on every createHmac call).
+const keyCache = new WeakMap<SigningSecret, CachedKey>();
+
+function cachedKey(scheme: SignatureScheme, secret: SigningSecret): KeyObject | undefined {
+  const cached = keyCache.get(secret);
+  if (cached && cached.scheme === scheme && cached.value === secret.value) return cached.key;
+  const raw = keyOrUndefined(scheme, secret.value);
+  const key = raw === undefined ? undefined : createSecretKey(raw);
+  keyCache.set(secret, { scheme, value: secret.value, key });
+  return key;
 }
 
 function keyOrUndefined(scheme: SignatureScheme, value: string): Buffer | undefined {
