@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type pg from 'pg';
-import type { Kafka } from 'kafkajs';
+export { topicRecordCount as topicSize } from '../helpers/kafka.ts';
 
 /** The value of one sample of a metric (0 when absent). */
 export async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
@@ -9,17 +9,6 @@ export async function metricValue(registry: Registry, name: string, labels: Reco
   const { values } = await metric.get();
   const match = values.find((v) => Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val));
   return match?.value ?? 0;
-}
-
-export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const offsets = await admin.fetchTopicOffsets(topic);
-    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
-  } finally {
-    await admin.disconnect();
-  }
 }
 
 export async function inboxRow(pool: pg.Pool, eventId: string) {

@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka, KafkaMessage } from 'kafkajs';
 import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
@@ -36,4 +36,71 @@ export async function createTestTopics(
     await admin.disconnect();
   }
   return { settings, names: topicNames(settings) };
+}
+
+/** Records on the topic: the sum of end minus start offsets (no transactions, so every offset is a record). */
+export async function topicRecordCount(kafka: Kafka, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export interface ReadRecord {
+  partition: number;
+  offset: string;
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Reads every record of a topic up to the current high watermarks, sorted by partition and offset. */
+export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic);
+  await admin.disconnect();
+  const target = new Map(ends.map((e) => [e.partition, Number(e.high)]));
+  const total = ends.reduce((sum, e) => sum + Number(e.high) - Number(e.low), 0);
+  const out: ReadRecord[] = [];
+  if (total === 0) return out;
+  const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  const done = new Promise<void>((resolve, reject) => {
+    consumer
+      .run({
+        autoCommit: false,
+        eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
+          if (Number(message.offset) >= (target.get(partition) ?? 0)) return;
+          out.push({
+            partition,
+            offset: message.offset,
+            key: message.key?.toString() ?? '',
+            value: message.value ?? Buffer.alloc(0),
+            headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
+          });
+          if (out.length >= total) resolve();
+        },
+      })
+      .catch(reject);
+  });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`read ${out.length}/${total} records of ${topic}`)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.disconnect();
+  }
+  out.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
+  return out;
 }

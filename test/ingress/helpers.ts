@@ -1,12 +1,11 @@
 import http from 'node:http';
-import type { Kafka, KafkaMessage } from 'kafkajs';
 import { sampleThemeEvent, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { signWebhook } from '../../shared/signing/index.ts';
 import type { SignatureScheme } from '../../shared/signing/index.ts';
 import type { WebhookSource } from '../../shared/sources/index.ts';
 import { startIngress, type IngressConfig, type IngressHandle } from '../../services/ingress/ingress.ts';
-import { uniqueName } from '../helpers/names.ts';
+export { readTopic, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
@@ -101,61 +100,6 @@ export function send(baseUrl: string, request: { path: string; headers: Array<[s
 
 export function post(baseUrl: string, signed: SignedRequest): Promise<Answer> {
   return send(baseUrl, signed);
-}
-
-/** Records on the topic: the sum of end offsets (no transactions, so every offset is a record). */
-export async function topicRecordCount(kafka: Kafka, topic: string): Promise<number> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const offsets = await admin.fetchTopicOffsets(topic);
-    return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
-  } finally {
-    await admin.disconnect();
-  }
-}
-
-export interface ReadRecord {
-  partition: number;
-  offset: string;
-  key: string;
-  value: Buffer;
-  headers: Record<string, string>;
-}
-
-/** Reads every record of a topic from the beginning (until the count from the offsets is reached). */
-export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 30_000): Promise<ReadRecord[]> {
-  const expected = await topicRecordCount(kafka, topic);
-  const records: ReadRecord[] = [];
-  if (expected === 0) return records;
-  const consumer = kafka.consumer({ groupId: uniqueName('ingress-read') });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`read ${records.length}/${expected} records of ${topic}`)), timeoutMs);
-      consumer
-        .run({
-          eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
-            records.push({
-              partition,
-              offset: message.offset,
-              key: message.key?.toString() ?? '',
-              value: message.value ?? Buffer.alloc(0),
-              headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
-            });
-            if (records.length >= expected) {
-              clearTimeout(timer);
-              resolve();
-            }
-          },
-        })
-        .catch(reject);
-    });
-  } finally {
-    await consumer.disconnect();
-  }
-  return records;
 }
 
 export async function waitFor(condition: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {

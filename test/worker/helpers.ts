@@ -1,9 +1,10 @@
-import { Partitioners, type Kafka, type KafkaMessage } from 'kafkajs';
+import { Partitioners, type Kafka } from 'kafkajs';
 import type pg from 'pg';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
 import type { WorkerConfig } from '../../services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTestTopics } from '../helpers/kafka.ts';
+export { readTopic, type ReadRecord } from '../helpers/kafka.ts';
 
 export function workerTestConfig(input: {
   brokers: string[];
@@ -102,52 +103,6 @@ export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string
 export async function outboxDrained(pool: pg.Pool): Promise<boolean> {
   const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM applied_outbox WHERE published_at IS NULL');
   return Number(rows[0]!.n) === 0;
-}
-
-export interface ReadRecord {
-  partition: number;
-  offset: string;
-  key: string;
-  value: Buffer;
-  headers: Record<string, string>;
-}
-
-/** Reads every record of a topic from the beginning up to the current high watermarks. */
-export async function readTopic(kafka: Kafka, topic: string): Promise<ReadRecord[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  const ends = await admin.fetchTopicOffsets(topic);
-  await admin.disconnect();
-  const target = new Map(ends.map((e) => [e.partition, Number(e.high)]));
-  const total = [...target.values()].reduce((a, b) => a + b, 0);
-  const out: ReadRecord[] = [];
-  if (total === 0) return out;
-  const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  const done = new Promise<void>((resolve) => {
-    void consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
-        if (Number(message.offset) >= (target.get(partition) ?? 0)) return;
-        out.push({
-          partition,
-          offset: message.offset,
-          key: message.key?.toString() ?? '',
-          value: message.value ?? Buffer.alloc(0),
-          headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
-        });
-        if (out.length >= total) resolve();
-      },
-    });
-  });
-  try {
-    await Promise.race([done, new Promise((_, reject) => setTimeout(() => reject(new Error(`read ${out.length}/${total} of ${topic}`)), 60_000))]);
-  } finally {
-    await consumer.disconnect();
-  }
-  out.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
-  return out;
 }
 
 export async function stateOf(pool: pg.Pool, tenant: string, id: string) {
