@@ -16,6 +16,7 @@ import { migrate } from '../../shared/db/migrate.ts';
 import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '../../shared/kafka/topics.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
+import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { buildDataset } from './dataset.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 20_000);
@@ -136,7 +137,19 @@ const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 let childOut = '';
-child.stdout.on('data', (d: Buffer) => (childOut += d.toString()));
+const marks = new Map<string, { own: number; at: CpuSnapshot }>();
+let pending = '';
+child.stdout.on('data', (d: Buffer) => {
+  childOut += d.toString();
+  pending += d.toString();
+  for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
+    const line = pending.slice(0, nl);
+    pending = pending.slice(nl + 1);
+    if (!line.startsWith('{"event"')) continue;
+    const m = JSON.parse(line) as { event: string; cpuSeconds: number };
+    marks.set(m.event, { own: m.cpuSeconds, at: cpuSnapshot() });
+  }
+});
 const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
 if (code !== 0) throw new Error(`worker child exited ${code}: ${childOut}`);
 const workerRun = JSON.parse(childOut.trim().split('\n').at(-1)!) as {
@@ -147,6 +160,12 @@ const workerRun = JSON.parse(childOut.trim().split('\n').at(-1)!) as {
   outcomes: Record<string, number>;
 };
 const workerCounts = await tableCounts(workerUrl);
+const workerCpu = (() => {
+  const first = marks.get('first-fetch');
+  const last = marks.get('last-commit');
+  if (!first || !last) return undefined;
+  return { ...cpuSince(first.at, last.at), child: last.own - first.own };
+})();
 
 // 2. The ceiling: same apply path, no Kafka.
 const ceilingDb = `bench_ceiling_${stamp}`;
@@ -168,6 +187,8 @@ const lanes: SourceRecord[][][] = Array.from({ length: PARTITIONS }, () => []);
 const ceilingPool = createPool({ url: ceilingUrl, max: 10, applicationName: 'bench-ceiling' });
 const applier = new SnapshotApplier({ pool: ceilingPool });
 const queue = lanes.map((chunks, p) => ({ p, chunks }));
+const ceilingCpuBefore = cpuSnapshot();
+const ceilingOwnBefore = process.cpuUsage();
 const ceilingStart = performance.now();
 await Promise.all(
   Array.from({ length: CONCURRENCY }, async () => {
@@ -175,6 +196,8 @@ await Promise.all(
   }),
 );
 const ceilingMs = performance.now() - ceilingStart;
+const ceilingOwn = process.cpuUsage(ceilingOwnBefore);
+const ceilingCpu = { ...cpuSince(ceilingCpuBefore, cpuSnapshot()), child: (ceilingOwn.user + ceilingOwn.system) / 1e6 };
 await ceilingPool.end();
 const ceilingCounts = await tableCounts(ceilingUrl);
 
@@ -190,6 +213,20 @@ const pgVersion = await (async () => {
 })();
 const kafkaVersion = (await import('../../infra/kafka/local-kafka.ts')).KAFKA_VERSION;
 const pkg = (await import('../../package.json', { with: { type: 'json' } })).default as { dependencies: Record<string, string> };
+
+function cpuTable(): string {
+  const us = (seconds: number) => Math.round((seconds / events) * 1e6).toLocaleString('en');
+  const row = (name: string, c: CpuSnapshot | undefined, ms: number) =>
+    c === undefined
+      ? `| ${name} | n/a | n/a | n/a | n/a | n/a |`
+      : `| ${name} | ${us(c.child)} | ${us(c.postgres)} | ${us(c.kafka)} | ${us(c.child + c.postgres + c.kafka)} | ${(((c.child + c.postgres + c.kafka) / (ms / 1000)) * 100).toFixed(0)}% |`;
+  return [
+    '| run | node process | Postgres (all backends) | Kafka broker | total | cores busy (of 200%) |',
+    '|---|---|---|---|---|---|',
+    row('worker (first fetch -> last commit)', workerCpu, workerRun.consumedMs),
+    row('ceiling (bench process applies directly)', ceilingCpu, ceilingMs),
+  ].join('\n');
+}
 
 const report = `# Worker benchmark
 
@@ -213,6 +250,9 @@ node ${nodeArgs.join(' ')}, one worker process, per-event pino logs at info
 | ceiling: same apply path (parse + same SQL, batch ${BATCH_SIZE}, ${CONCURRENCY} lanes) straight at Postgres, no Kafka | ${(ceilingMs / 1000).toFixed(2)} s | ${Math.round(ceilingRate).toLocaleString('en')} | |
 
 Worker / ceiling: **${((workerRate / ceilingRate) * 100).toFixed(0)}%** (target >= 50%); target >= 10,000 events/s: ${workerRate >= 10_000 ? 'met' : 'NOT met'}.
+
+CPU per event, measured (/proc; the worker's own process.cpuUsage()), in microseconds:
+${cpuTable()}
 
 Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).

@@ -1,6 +1,7 @@
 // Runs one worker (the real startWorker) in its own process so its peak RSS is its own.
 // Prints one JSON line with the timings when the group has committed every end offset.
 import { open } from 'node:fs/promises';
+import { applySql } from '../../shared/apply/index.ts';
 import { loadConfigOrExit } from '../../shared/config/env.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '../../services/worker/config.ts';
@@ -17,14 +18,24 @@ let firstFetch: number | undefined;
 let lastCommit: number | undefined;
 const committed = new Map<number, number>();
 const { consumer } = worker;
+// The parent samples the broker's and Postgres's CPU at these marks (one JSON line each on stdout).
+const mark = (event: string) => {
+  const cpu = process.cpuUsage();
+  console.log(JSON.stringify({ event, cpuSeconds: (cpu.user + cpu.system) / 1e6 }));
+};
 consumer.on(consumer.events.START_BATCH_PROCESS, () => {
-  firstFetch ??= performance.now();
+  if (firstFetch !== undefined) return;
+  firstFetch = performance.now();
+  mark('first-fetch');
 });
 const done = new Promise<void>((resolve) => {
   consumer.on(consumer.events.COMMIT_OFFSETS, (e) => {
     for (const t of e.payload.topics) for (const p of t.partitions) committed.set(Number(p.partition), Number(p.offset));
     if ([...ends].every(([p, end]) => (committed.get(p) ?? 0) >= end)) {
-      lastCommit ??= performance.now();
+      if (lastCommit === undefined) {
+        lastCommit = performance.now();
+        mark('last-commit');
+      }
       resolve();
     }
   });
@@ -33,7 +44,7 @@ await done;
 const consumedMs = lastCommit! - firstFetch!;
 const rssAtCommitMb = process.resourceUsage().maxRSS / 1024;
 const outbox = async () =>
-  Number((await worker.pool.query<{ n: string }>('SELECT count(*) AS n FROM applied_outbox WHERE published_at IS NULL')).rows[0]!.n);
+  (await worker.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n;
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
 const outcomes = Object.fromEntries(

@@ -21,11 +21,18 @@ export const SELECT_RESOURCE_ANOMALIES = `
   WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
   ORDER BY detected_at DESC, id DESC`;
 
+/** published_at: when the relay's batch covering the row was published (NULL: not yet). */
 export const SELECT_APPLIED_RECORDS = `
-  SELECT event_id, created_at, published_at
-  FROM applied_outbox
-  WHERE key = $1
-  ORDER BY id DESC
+  SELECT o.event_id, o.created_at, b.published_at
+  FROM applied_outbox AS o
+  LEFT JOIN LATERAL (
+    SELECT published_at FROM applied_outbox_batches
+    WHERE (last_tx, last_id) >= (o.tx, o.id)
+    ORDER BY last_tx, last_id
+    LIMIT 1
+  ) AS b ON true
+  WHERE o.key = $1
+  ORDER BY o.id DESC
   LIMIT 50`;
 
 export const SELECT_INBOX_STATUSES = `

@@ -119,7 +119,10 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId ?? 'ingress', logger });
   const sources = new Map(config.sources.map((s) => [s.id, s]));
-  const requestLog = logger.child({ component: 'request' });
+  // The per-request line carries only the fields built in respond() (ids, status, reason,
+  // latency, digest), none of which the redaction paths (secret, signature, body) can match, so
+  // this child skips the redaction pass (about a third of the cost of each line).
+  const requestLog = logger.child({ component: 'request' }, { redact: [] });
 
   const publisher = new BatchingPublisher({
     kafka,

@@ -40,7 +40,8 @@ interface Pending {
   bytes: number;
   resolve: () => void;
   reject: (error: PublishError) => void;
-  timer: NodeJS.Timeout;
+  /** performance.now() after which the caller gets ack_timeout. */
+  deadline: number;
   settled: boolean;
 }
 
@@ -62,6 +63,15 @@ export class BatchingPublisher {
   private admin: Admin | undefined;
   private queue: Pending[] = [];
   private inFlight: Promise<void> | undefined;
+  /** The records of the batch in flight (older than everything in the queue). */
+  private inFlightBatch: Pending[] = [];
+  /**
+   * One timer for every request's ack deadline instead of a timer per request: requests enter
+   * in order with the same timeout, so the oldest unsettled one (head of the batch in flight,
+   * else of the queue) always has the earliest deadline.
+   */
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private readonly onDeadline = (): void => this.expireDeadlines();
   private lingerTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private probing: Promise<void> | undefined;
@@ -94,17 +104,38 @@ export class BatchingPublisher {
     // holding the connection for the whole ack timeout.
     if (!this.up) return Promise.reject(new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
     return new Promise<void>((resolve, reject) => {
-      const pending: Pending = {
+      this.queue.push({
         record,
         bytes: record.value.length + record.key.length + RECORD_OVERHEAD_BYTES,
         resolve,
         reject,
+        deadline: performance.now() + this.options.ackTimeoutMs,
         settled: false,
-        timer: setTimeout(() => this.settle(pending, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`)), this.options.ackTimeoutMs),
-      };
-      this.queue.push(pending);
+      });
+      this.deadlineTimer ??= this.armDeadline();
       this.schedule();
     });
+  }
+
+  private armDeadline(): NodeJS.Timeout | undefined {
+    const oldest = firstUnsettled(this.inFlightBatch) ?? firstUnsettled(this.queue);
+    if (oldest === undefined) return undefined;
+    const timer = setTimeout(this.onDeadline, Math.max(0, Math.ceil(oldest.deadline - performance.now())));
+    timer.unref();
+    return timer;
+  }
+
+  private expireDeadlines(): void {
+    this.deadlineTimer = undefined;
+    const now = performance.now();
+    for (const list of [this.inFlightBatch, this.queue]) {
+      for (const p of list) {
+        if (p.settled) continue;
+        if (p.deadline > now) break;
+        this.settle(p, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`));
+      }
+    }
+    this.deadlineTimer = this.armDeadline();
   }
 
   private schedule(): void {
@@ -124,8 +155,10 @@ export class BatchingPublisher {
     if (this.inFlight) return;
     const batch = this.takeBatch();
     if (batch.length === 0) return;
+    this.inFlightBatch = batch;
     this.inFlight = this.send(batch).finally(() => {
       this.inFlight = undefined;
+      this.inFlightBatch = [];
       // Whatever queued up while this batch waited for its ack goes out now, without lingering.
       if (this.queue.length > 0) this.flush();
     });
@@ -196,7 +229,6 @@ export class BatchingPublisher {
   private settle(pending: Pending, error?: PublishError): void {
     if (pending.settled) return;
     pending.settled = true;
-    clearTimeout(pending.timer);
     if (error) pending.reject(error);
     else pending.resolve();
   }
@@ -288,6 +320,8 @@ export class BatchingPublisher {
       if (!this.inFlight) this.flush();
       await this.inFlight;
     }
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     await this.producer?.disconnect().catch(() => {});
     await this.admin?.disconnect().catch(() => {});
     this.producer = undefined;
@@ -295,6 +329,11 @@ export class BatchingPublisher {
     this.admin = undefined;
     this.up = false;
   }
+}
+
+function firstUnsettled(list: readonly Pending[]): Pending | undefined {
+  for (const p of list) if (!p.settled) return p;
+  return undefined;
 }
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {

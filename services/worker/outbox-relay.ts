@@ -1,7 +1,7 @@
 import { withTransaction } from '../../shared/db/transaction.ts';
 import type { Producer } from 'kafkajs';
 import type { Pool } from 'pg';
-import { applySql } from '../../shared/apply/index.ts';
+import { appliedHeaders, applySql } from '../../shared/apply/index.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
@@ -24,16 +24,21 @@ export interface OutboxRelayOptions {
 
 interface OutboxRow {
   id: string;
+  tx: string;
+  event_id: string;
   key: string;
   payload: string;
-  headers: Record<string, string>;
+  source_topic: string;
+  source_partition: number;
+  source_offset: string;
 }
 
 /**
- * Publishes applied_outbox rows to the applied topic in id order and marks them published.
+ * Publishes applied_outbox rows to the applied topic in (tx, id) order and then moves its cursor
+ * past them (one applied_outbox_batches row per batch; migration 0002 explains the order).
  * One relay at a time holds the leader lock (per transaction), so rows of one resource key can
- * never be published out of order by two workers; a crash before the mark republishes the same
- * stored bytes, which downstream sees as an identical record.
+ * never be published out of order by two workers; a crash before the cursor moves republishes the
+ * same stored bytes and headers, which downstream sees as an identical record.
  */
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
@@ -73,14 +78,21 @@ export class OutboxRelay {
     const published = await withTransaction(pool, async (client) => {
       const lock = await client.query<{ leader: boolean }>(applySql.TRY_RELAY_LEADER_LOCK);
       if (!lock.rows[0]?.leader) return 0;
-      const { rows } = await client.query<OutboxRow>(applySql.SELECT_UNPUBLISHED_OUTBOX, [batchSize]);
+      const position = (await client.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+      const { rows } = await client.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
       if (rows.length === 0) return 0;
       crashPoints.reach('after-commit-before-publish');
+      const messages = rows.map((r) => ({
+        key: r.key,
+        value: r.payload,
+        headers: appliedHeaders({ eventId: r.event_id, topic: r.source_topic, partition: r.source_partition, offset: r.source_offset }),
+      }));
       // An idempotent producer retries without end during an outage; the timeout bounds the open transaction.
-      const request = { topic, acks: -1 as const, messages: rows.map((r) => ({ key: r.key, value: r.payload, headers: r.headers })) };
+      const request = { topic, acks: -1 as const, messages };
       await withTimeout(this.#sender ? this.#sender.send(request) : producer.send(request), sendTimeoutMs);
       crashPoints.reach('after-publish-before-mark');
-      await client.query(applySql.MARK_OUTBOX_PUBLISHED, [rows.map((r) => r.id)]);
+      const last = rows.at(-1)!;
+      await client.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
       return rows.length;
     });
     this.#o.metrics.relayPublished.inc(published);

@@ -31,11 +31,28 @@ export function buildAppliedRecord(event: ParsedEvent, appliedAt: Date): Applied
   };
 }
 
-export function appliedHeaders(event: ParsedEvent): Record<string, string> {
+/**
+ * The bytes of JSON.stringify(buildAppliedRecord(event, appliedAt)), from a snapshot the caller
+ * has already serialised (`dataJson`, null for a delete): the apply path serialises each
+ * snapshot once for both the state row and the applied record.
+ */
+export function serializeAppliedRecord(event: ParsedEvent, appliedAtIso: string, dataJson: string | null): string {
+  const { envelope } = event;
+  const { resource } = envelope;
+  return (
+    `{"event_id":${JSON.stringify(envelope.event_id)},"tenant_id":${JSON.stringify(envelope.tenant_id)},` +
+    `"resource":{"type":${JSON.stringify(resource.type)},"id":${JSON.stringify(resource.id)},"version":${JSON.stringify(resource.version)}},` +
+    `"action":${JSON.stringify(event.action)},"data":${dataJson ?? 'null'},` +
+    `"occurred_at":${JSON.stringify(envelope.occurred_at)},"applied_at":${JSON.stringify(appliedAtIso)}}`
+  );
+}
+
+/** Headers of an applied record: the event id and where the event was consumed from. */
+export function appliedHeaders(source: { eventId: string; topic: string; partition: number; offset: string }): Record<string, string> {
   return {
-    [APPLIED_HEADER_EVENT_ID]: event.envelope.event_id,
-    [APPLIED_HEADER_SOURCE_TOPIC]: event.record.topic,
-    [APPLIED_HEADER_SOURCE_PARTITION]: String(event.record.partition),
-    [APPLIED_HEADER_SOURCE_OFFSET]: event.record.offset,
+    [APPLIED_HEADER_EVENT_ID]: source.eventId,
+    [APPLIED_HEADER_SOURCE_TOPIC]: source.topic,
+    [APPLIED_HEADER_SOURCE_PARTITION]: String(source.partition),
+    [APPLIED_HEADER_SOURCE_OFFSET]: source.offset,
   };
 }

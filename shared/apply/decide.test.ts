@@ -8,7 +8,7 @@ function parsed(envelope: EventEnvelope, sha = `sha-${envelope.event_id}`): Pars
     record: { topic: 't', partition: 0, offset: '0', key: null, value: null },
     envelope,
     bodySha256: sha,
-    payload: JSON.stringify(envelope),
+    bytes: Buffer.from(JSON.stringify(envelope)),
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),
   };

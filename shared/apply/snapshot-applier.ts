@@ -2,8 +2,9 @@ import { withTransaction } from '../db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
 import { eventAction, parseEvent, resourceKey } from '../contract/index.ts';
 import { BridgeError } from '../errors/bridge-error.ts';
-import { appliedHeaders, buildAppliedRecord } from './applied-record.ts';
+import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, idempotencyIndexKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
+import { booleanArray, integerArray, PackedBytes, textArray } from './pg-params.ts';
 import { BEGIN_APPLY_TRANSACTION, LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
 import type { ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
 
@@ -59,7 +60,7 @@ export class SnapshotApplier {
   async #applyInTransaction(client: PoolClient, events: ParsedEvent[]): Promise<Decision[]> {
     const keys = [...new Set(events.map((e) => e.resourceKey))];
     // Locked first, read after: the reads then see every commit made under these keys.
-    await client.query(LOCK_RESOURCE_KEYS, [keys]);
+    await client.query(LOCK_RESOURCE_KEYS, [textArray(keys)]);
 
     const eventIds = [...new Set(events.map((e) => e.envelope.event_id))];
     const withKeys = events.filter((e) => e.envelope.idempotency_key !== undefined);
@@ -67,12 +68,12 @@ export class SnapshotApplier {
     const context = await client.query<{ kind: string; a: string; b: string; c: string; version: string | null; deleted: boolean | null }>(
       READ_CHUNK_CONTEXT,
       [
-        eventIds,
-        withKeys.map((e) => e.envelope.tenant_id),
-        withKeys.map((e) => e.envelope.idempotency_key),
-        resources.map((e) => e.tenant_id),
-        resources.map((e) => e.resource.type),
-        resources.map((e) => e.resource.id),
+        textArray(eventIds),
+        textArray(withKeys.map((e) => e.envelope.tenant_id)),
+        textArray(withKeys.map((e) => e.envelope.idempotency_key)),
+        textArray(resources.map((e) => e.tenant_id)),
+        textArray(resources.map((e) => e.resource.type)),
+        textArray(resources.map((e) => e.resource.id)),
       ],
     );
     const inbox = new Map<string, KnownInboxRow>();
@@ -97,47 +98,24 @@ export class SnapshotApplier {
     const anomalyRows = decisions.filter((d) => d.outcome === 'quarantined');
     const appliedAt = this.#clock();
     const env = (d: Decision) => d.event.envelope;
-    const inboxJson = inboxRows.map((d) => ({
-      event_id: env(d).event_id,
-      idempotency_key: env(d).idempotency_key ?? null,
-      duplicate_of: d.duplicateOf ?? null,
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      resource_version: env(d).resource.version,
-      event_type: env(d).event_type,
-      status: d.outcome,
-      reason: d.reason ?? null,
-      body_sha256: d.event.bodySha256,
-      payload: d.event.payload,
-      source_topic: d.event.record.topic,
-      source_partition: d.event.record.partition,
-      source_offset: d.event.record.offset,
-      occurred_at: env(d).occurred_at,
-      received_at: receivedAt(d.event.record),
-    }));
-    const stateJson = stateRows.map((d) => ({
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      version: env(d).resource.version,
-      deleted: d.event.action === 'delete',
-      data: d.event.action === 'delete' ? null : (env(d).data ?? {}),
-      last_event_id: env(d).event_id,
-    }));
-    const outboxJson = outboxRows.map((d, n) => ({
-      n,
-      event_id: env(d).event_id,
-      key: d.event.resourceKey,
-      // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
-      payload: JSON.stringify(buildAppliedRecord(d.event, appliedAt)),
-      headers: appliedHeaders(d.event),
-    }));
+    const appliedAtIso = appliedAt.toISOString();
+    // Each applied snapshot is serialised once: the state row and the applied record share it.
+    const dataJson = new Map<Decision, string | null>();
+    for (const d of outboxRows) dataJson.set(d, d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}));
+
+    const inboxPayloads = new PackedBytes();
+    for (const d of inboxRows) inboxPayloads.add(d.event.bytes);
+    const stateData = new PackedBytes();
+    for (const d of stateRows) stateData.add(dataJson.get(d)!);
+    const outboxPayloads = new PackedBytes();
+    // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
+    for (const d of outboxRows) outboxPayloads.add(serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!));
+
     const anomalyJson = anomalyRows.map((d) => ({
       event_id: env(d).event_id,
       body_sha256: d.event.bodySha256,
       original_body_sha256: d.originalBodySha256 ?? null,
-      payload: d.event.payload,
+      payload: d.event.bytes.toString('utf8'),
       tenant_id: env(d).tenant_id,
       resource_type: env(d).resource.type,
       resource_id: env(d).resource.id,
@@ -146,11 +124,39 @@ export class SnapshotApplier {
       source_partition: d.event.record.partition,
       source_offset: d.event.record.offset,
     }));
-
+    const text = (rows: Decision[], f: (d: Decision) => string | null | undefined) => textArray(rows.map(f));
+    const ints = (rows: Decision[], f: (d: Decision) => number | string) => integerArray(rows.map(f));
     const written = await client.query<{ inbox_rows: number; state_rows: number }>(WRITE_CHUNK_EFFECTS, [
-      JSON.stringify(inboxJson),
-      JSON.stringify(stateJson),
-      JSON.stringify(outboxJson),
+      text(inboxRows, (d) => env(d).event_id),
+      text(inboxRows, (d) => env(d).idempotency_key),
+      text(inboxRows, (d) => d.duplicateOf),
+      text(inboxRows, (d) => env(d).tenant_id),
+      text(inboxRows, (d) => env(d).resource.type),
+      text(inboxRows, (d) => env(d).resource.id),
+      ints(inboxRows, (d) => env(d).resource.version),
+      text(inboxRows, (d) => env(d).event_type),
+      text(inboxRows, (d) => d.outcome),
+      text(inboxRows, (d) => d.reason),
+      text(inboxRows, (d) => d.event.bodySha256),
+      text(inboxRows, (d) => d.event.record.topic),
+      ints(inboxRows, (d) => d.event.record.partition),
+      ints(inboxRows, (d) => d.event.record.offset),
+      text(inboxRows, (d) => env(d).occurred_at),
+      text(inboxRows, (d) => receivedAt(d.event.record)),
+      ...inboxPayloads.params(),
+      text(stateRows, (d) => env(d).tenant_id),
+      text(stateRows, (d) => env(d).resource.type),
+      text(stateRows, (d) => env(d).resource.id),
+      ints(stateRows, (d) => env(d).resource.version),
+      booleanArray(stateRows.map((d) => d.event.action === 'delete')),
+      text(stateRows, (d) => env(d).event_id),
+      ...stateData.params(),
+      text(outboxRows, (d) => env(d).event_id),
+      text(outboxRows, (d) => d.event.resourceKey),
+      text(outboxRows, (d) => d.event.record.topic),
+      ints(outboxRows, (d) => d.event.record.partition),
+      ints(outboxRows, (d) => d.event.record.offset),
+      ...outboxPayloads.params(),
       JSON.stringify(anomalyJson),
     ]);
     const counts = written.rows[0]!;
@@ -198,7 +204,7 @@ function parseRecord(record: SourceRecord): Parsed {
       record,
       envelope,
       bodySha256: result.bodySha256,
-      payload: (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes)).toString('utf8'),
+      bytes: Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes),
       resourceKey: resourceKey(envelope),
       action: eventAction(envelope),
     },

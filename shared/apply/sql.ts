@@ -40,30 +40,34 @@ export const READ_CHUNK_CONTEXT = `
   ) AS s`;
 
 /**
- * Every effect of a chunk in one statement. Each parameter is a JSON array of row objects
- * (JSON.stringify is native and far cheaper than the driver's text[] literal escaping):
- * $1 inbox rows, $2 resource states, $3 outbox rows, $4 anomalies. Returns how many inbox and
- * state rows were written, which the applier checks against what it decided.
+ * Every effect of a chunk in one statement. Short columns are array literals; the big ones (event
+ * bodies, snapshots, applied records) are packed bytea parameters sliced per row (see
+ * pg-params.ts), so no row is escaped in JavaScript or parsed twice in Postgres. Returns how many
+ * inbox and state rows were written, which the applier checks against what it decided.
  *
- * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered)
- * with the same body, now settled.
- * State: the version guard is also in SQL, so no code path can ever move a resource backwards.
- * Outbox: ORDER BY n (apply order), so ids follow apply order; the relay publishes in id order.
+ * Inbox ($1-$19): new rows, or rows a failure path left pending (received / retrying /
+ * dead_lettered) with the same body, now settled.
+ * State ($20-$28): the version guard is also in SQL, so no code path can ever move a resource
+ * backwards. A negative data length is a tombstone (NULL data).
+ * Outbox ($29-$36): ORDER BY ordinality (apply order), so ids follow apply order within the
+ * transaction; tx is the transaction's id (default), which orders transactions for the relay.
+ * Anomalies ($37): JSON rows; rare.
  */
 export const WRITE_CHUNK_EFFECTS = `
   WITH inbox AS (
     INSERT INTO inbox_events (
       event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
-      event_type, status, reason, body_sha256, payload, source_topic, source_partition, source_offset,
-      occurred_at, received_at)
+      event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
+      occurred_at, received_at, payload)
     SELECT event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
-      event_type, status, reason, body_sha256, payload, source_topic, source_partition, source_offset,
-      occurred_at, received_at
-    FROM json_to_recordset($1::json) AS r(
-      event_id text, idempotency_key text, duplicate_of text, tenant_id text, resource_type text,
-      resource_id text, resource_version bigint, event_type text, status text, reason text,
-      body_sha256 text, payload text, source_topic text, source_partition int, source_offset bigint,
-      occurred_at timestamptz, received_at timestamptz)
+      event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
+      occurred_at, received_at, convert_from(substring($17::bytea FROM p_off FOR p_len), 'UTF8')
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+      $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::bigint[],
+      $15::timestamptz[], $16::timestamptz[], $18::int[], $19::int[])
+      AS r(event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
+      event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
+      occurred_at, received_at, p_off, p_len)
     ON CONFLICT (event_id) DO UPDATE SET
       status = EXCLUDED.status,
       reason = EXCLUDED.reason,
@@ -74,11 +78,11 @@ export const WRITE_CHUNK_EFFECTS = `
       AND inbox_events.body_sha256 = EXCLUDED.body_sha256
     RETURNING 1
   ), state AS (
-    INSERT INTO resource_state (tenant_id, resource_type, resource_id, version, deleted, data, last_event_id)
-    SELECT tenant_id, resource_type, resource_id, version, deleted, data, last_event_id
-    FROM json_to_recordset($2::json) AS r(
-      tenant_id text, resource_type text, resource_id text, version bigint, deleted boolean, data jsonb,
-      last_event_id text)
+    INSERT INTO resource_state (tenant_id, resource_type, resource_id, version, deleted, last_event_id, data)
+    SELECT tenant_id, resource_type, resource_id, version, deleted, last_event_id,
+      CASE WHEN d_len < 0 THEN NULL ELSE convert_from(substring($26::bytea FROM d_off FOR d_len), 'UTF8')::jsonb END
+    FROM unnest($20::text[], $21::text[], $22::text[], $23::bigint[], $24::boolean[], $25::text[], $27::int[], $28::int[])
+      AS r(tenant_id, resource_type, resource_id, version, deleted, last_event_id, d_off, d_len)
     ON CONFLICT (tenant_id, resource_type, resource_id) DO UPDATE SET
       version = EXCLUDED.version,
       deleted = EXCLUDED.deleted,
@@ -88,9 +92,11 @@ export const WRITE_CHUNK_EFFECTS = `
     WHERE resource_state.version < EXCLUDED.version
     RETURNING 1
   ), outbox AS (
-    INSERT INTO applied_outbox (event_id, key, payload, headers)
-    SELECT event_id, key, payload, headers
-    FROM json_to_recordset($3::json) AS r(n int, event_id text, key text, payload text, headers jsonb)
+    INSERT INTO applied_outbox (event_id, key, source_topic, source_partition, source_offset, payload)
+    SELECT event_id, key, source_topic, source_partition, source_offset,
+      convert_from(substring($34::bytea FROM p_off FOR p_len), 'UTF8')
+    FROM unnest($29::text[], $30::text[], $31::text[], $32::int[], $33::bigint[], $35::int[], $36::int[])
+      WITH ORDINALITY AS r(event_id, key, source_topic, source_partition, source_offset, p_off, p_len, n)
     ORDER BY n
     RETURNING 1
   ), anomalies AS (
@@ -99,7 +105,7 @@ export const WRITE_CHUNK_EFFECTS = `
       resource_version, source_topic, source_partition, source_offset)
     SELECT event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
       resource_version, source_topic, source_partition, source_offset
-    FROM json_to_recordset($4::json) AS r(
+    FROM json_to_recordset($37::json) AS r(
       event_id text, body_sha256 text, original_body_sha256 text, payload text, tenant_id text,
       resource_type text, resource_id text, resource_version bigint, source_topic text,
       source_partition int, source_offset bigint)
@@ -111,20 +117,40 @@ export const WRITE_CHUNK_EFFECTS = `
          (SELECT count(*) FROM outbox)::int AS outbox_rows,
          (SELECT count(*) FROM anomalies)::int AS anomaly_rows`;
 
-// Relay. Only one relay publishes at a time (per database), which keeps per-key order on the topic.
+// Relay (see migration 0002). Only one relay publishes at a time (per database): with the cursor,
+// two relays would publish the same rows, and per-key order on the topic needs a single writer.
 export const TRY_RELAY_LEADER_LOCK = `SELECT pg_try_advisory_xact_lock(7261003412) AS leader`;
 
-export const SELECT_UNPUBLISHED_OUTBOX = `
-  SELECT id, key, payload, headers
-  FROM applied_outbox
-  WHERE published_at IS NULL
-  ORDER BY id
-  LIMIT $1`;
+/** The relay's cursor: the last published row in (tx, id) order; (0, 0) before the first batch. */
+const RELAY_POSITION = `
+  SELECT COALESCE(b.last_tx, '0'::xid8) AS tx, COALESCE(b.last_id, 0) AS id
+  FROM (SELECT 1) AS one
+  LEFT JOIN LATERAL (SELECT last_tx, last_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1) AS b ON true`;
 
-export const MARK_OUTBOX_PUBLISHED = `
-  UPDATE applied_outbox SET published_at = now() WHERE id = ANY($1::bigint[])`;
+export const SELECT_RELAY_POSITION = `SELECT tx::text AS tx, id::text AS id FROM (${RELAY_POSITION}) AS p`;
+
+/** The next rows after the cursor, only from transactions that have all ended (see migration 0002). */
+export const SELECT_NEXT_OUTBOX = `
+  SELECT o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.source_topic, o.source_partition,
+    o.source_offset::text AS source_offset
+  FROM applied_outbox AS o
+  WHERE (o.tx, o.id) > ($1::xid8, $2::bigint)
+    AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+  ORDER BY o.tx, o.id
+  LIMIT $3`;
+
+export const RECORD_OUTBOX_BATCH = `
+  INSERT INTO applied_outbox_batches (last_tx, last_id, records) VALUES ($1::xid8, $2::bigint, $3)`;
+
+/** Rows not yet published (after the cursor), for operators, tests and benchmarks. */
+export const COUNT_UNPUBLISHED_OUTBOX = `
+  SELECT count(*)::int AS n
+  FROM applied_outbox AS o, (${RELAY_POSITION}) AS p
+  WHERE (o.tx, o.id) > (p.tx, p.id)`;
 
 export const OLDEST_UNPUBLISHED_OUTBOX_AGE = `
   SELECT COALESCE((
-    SELECT EXTRACT(EPOCH FROM now() - created_at)
-    FROM applied_outbox WHERE published_at IS NULL ORDER BY id LIMIT 1), 0)::float8 AS age_seconds`;
+    SELECT EXTRACT(EPOCH FROM now() - o.created_at)
+    FROM applied_outbox AS o, (${RELAY_POSITION}) AS p
+    WHERE (o.tx, o.id) > (p.tx, p.id)
+    ORDER BY o.tx, o.id LIMIT 1), 0)::float8 AS age_seconds`;

@@ -38,7 +38,8 @@ export interface ParsedEvent {
   record: SourceRecord;
   envelope: EventEnvelope;
   bodySha256: string;
-  payload: string;
+  /** The raw body exactly as consumed. */
+  bytes: Buffer;
   resourceKey: string;
   action: EventAction;
 }

@@ -1,5 +1,6 @@
 import { Partitioners, type Kafka } from 'kafkajs';
 import type pg from 'pg';
+import { applySql } from '../../shared/apply/index.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
 import type { WorkerConfig } from '../../services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
@@ -101,8 +102,8 @@ export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string
 }
 
 export async function outboxDrained(pool: pg.Pool): Promise<boolean> {
-  const { rows } = await pool.query<{ n: string }>('SELECT count(*) AS n FROM applied_outbox WHERE published_at IS NULL');
-  return Number(rows[0]!.n) === 0;
+  const { rows } = await pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
+  return rows[0]!.n === 0;
 }
 
 export async function stateOf(pool: pg.Pool, tenant: string, id: string) {

@@ -1,0 +1,78 @@
+// Postgres CPU per event of the apply path and of the outbox relay, read from the backend's own
+// /proc entry (user + system time), so the figure does not depend on what else the machine is
+// doing. One connection, the benchmark's dataset, chunks of the worker's batch size.
+// Usage: npx tsx bench/worker/pg-cpu.ts [resources=5000] [chunkSize=1000]
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
+import { migrate } from '../../shared/db/migrate.ts';
+import { buildDataset } from './dataset.ts';
+import { relayPassForBenchmark } from './relay-pass.ts';
+
+const resources = Number(process.argv[2] ?? 5000);
+const chunkSize = Number(process.argv[3] ?? 1000);
+const postgres = await resolvePostgres((line) => console.error(line));
+const name = `bench_pgcpu_${Date.now().toString(36)}`;
+const admin = new pg.Client({ connectionString: postgres.adminUrl });
+await admin.connect();
+await admin.query(`CREATE DATABASE ${name}`);
+const pool = new pg.Pool({ connectionString: withDatabase(postgres.adminUrl, name), max: 1 });
+
+function backendCpuSeconds(pid: number): number {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+try {
+  await migrate(pool);
+  const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  const pid = rows[0]!.pid;
+  const records: SourceRecord[] = buildDataset(resources).events.map((e, i) => ({
+    topic: 'pgcpu',
+    partition: 0,
+    offset: String(i),
+    key: e.key,
+    value: Buffer.from(e.value),
+    timestamp: String(Date.now()),
+    headers: { 'received-at': String(Date.now()) },
+  }));
+  const applier = new SnapshotApplier({ pool });
+  const applyCpu0 = backendCpuSeconds(pid);
+  const nodeCpu0 = process.cpuUsage();
+  const applyStart = performance.now();
+  const outcomes: Record<string, number> = {};
+  for (let i = 0; i < records.length; i += chunkSize) {
+    for (const r of await applier.applyBatch(records.slice(i, i + chunkSize))) outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
+  }
+  const applyWall = performance.now() - applyStart;
+  const applyCpu = backendCpuSeconds(pid) - applyCpu0;
+  const nodeCpu = process.cpuUsage(nodeCpu0);
+
+  const relayCpu0 = backendCpuSeconds(pid);
+  const relayStart = performance.now();
+  let relayed = 0;
+  for (let n = await relayPassForBenchmark(pool, chunkSize); n > 0; n = await relayPassForBenchmark(pool, chunkSize)) relayed += n;
+  const relayWall = performance.now() - relayStart;
+  const relayCpu = backendCpuSeconds(pid) - relayCpu0;
+
+  const us = (s: number, n: number) => ((s / n) * 1e6).toFixed(1);
+  console.log(
+    JSON.stringify({
+      events: records.length,
+      outcomes,
+      applyPgCpuUsPerEvent: us(applyCpu, records.length),
+      applyNodeCpuUsPerEvent: us((nodeCpu.user + nodeCpu.system) / 1e6, records.length),
+      applyWallUsPerEvent: us(applyWall / 1000, records.length),
+      relayed,
+      relayPgCpuUsPerRecord: us(relayCpu, Math.max(relayed, 1)),
+      relayWallUsPerRecord: us(relayWall / 1000, Math.max(relayed, 1)),
+    }),
+  );
+} finally {
+  await pool.end();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.end();
+  await postgres.stop();
+}
