@@ -29,6 +29,8 @@ export const workerEnvSchema = z.object({
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  // thread: the outbox relay runs in its own thread (default); inline: on the worker's event loop.
+  WORKER_RELAY: z.enum(['thread', 'inline']).default('thread'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
   WORKER_CRASH_AFTER: positiveIntSchema.default(1),
@@ -54,6 +56,8 @@ export interface WorkerConfig {
   relayBatchSize: number;
   relayPollMs: number;
   relaySendTimeoutMs: number;
+  /** Where the outbox relay runs (see relay-thread.ts); default 'thread'. */
+  relayMode?: 'thread' | 'inline';
   crashAt?: CrashPoint;
   crashAfter: number;
   /** Retry topics `<events>.retry.1..n`; default 4. */
@@ -81,6 +85,7 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     relayBatchSize: env.RELAY_BATCH_SIZE,
     relayPollMs: env.RELAY_POLL_MS,
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
+    relayMode: env.WORKER_RELAY,
     ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),
     crashAfter: env.WORKER_CRASH_AFTER,
     retryLevels: env.TOPIC_RETRY_LEVELS,

@@ -6,7 +6,6 @@ import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
 import type { CrashPoints } from './crash-points.ts';
-import type { WorkerMetrics } from './metrics.ts';
 
 export interface OutboxRelayOptions {
   pool: Pool;
@@ -16,7 +15,8 @@ export interface OutboxRelayOptions {
   pollMs: number;
   sendTimeoutMs: number;
   logger: Logger;
-  metrics: WorkerMetrics;
+  /** After each published batch, with its record count (the published-records metric). */
+  onPublished?: (count: number) => void;
   crashPoints: CrashPoints;
   /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
@@ -95,7 +95,7 @@ export class OutboxRelay {
       await client.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
       return rows.length;
     });
-    this.#o.metrics.relayPublished.inc(published);
+    if (published > 0) this.#o.onPublished?.(published);
     return published;
   }
 

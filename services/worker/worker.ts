@@ -14,6 +14,7 @@ import type { WorkerConfig } from './config.ts';
 import { createCrashPoints } from './crash-points.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
 import { OutboxRelay } from './outbox-relay.ts';
+import { startRelayThread, type RelayHandle } from './relay-thread.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
 
@@ -42,7 +43,7 @@ export interface WorkerHandle {
   consumer: Consumer;
   /** The failure path (undefined when deps.onFailure replaces it). */
   failures: FailureHandling | undefined;
-  relay: OutboxRelay;
+  relay: RelayHandle;
   pool: Pool;
   adminPort: number | undefined;
   /** Stop fetching from the events topic (every partition) until resume(). */
@@ -52,6 +53,41 @@ export interface WorkerHandle {
 }
 
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
+  const startRelay = async (): Promise<RelayHandle> => {
+    if ((config.relayMode ?? 'thread') === 'thread') {
+      return startRelayThread(
+        {
+          brokers: config.brokers,
+          clientId: config.clientId,
+          databaseUrl: config.databaseUrl,
+          statementTimeoutMs: config.statementTimeoutMs,
+          logLevel: config.logLevel,
+          appliedTopic: config.appliedTopic,
+          batchSize: config.relayBatchSize,
+          pollMs: config.relayPollMs,
+          sendTimeoutMs: config.relaySendTimeoutMs,
+          ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
+          crashAfter: config.crashAfter,
+        },
+        { logger, metrics, onFatal: (error) => deps.onFatal?.(error) },
+      );
+    }
+    const relay = new OutboxRelay({
+      pool,
+      producer,
+      layout: topicLayouts(metadataAdmin),
+      topic: config.appliedTopic,
+      batchSize: config.relayBatchSize,
+      pollMs: config.relayPollMs,
+      sendTimeoutMs: config.relaySendTimeoutMs,
+      logger: logger.child({ component: 'outbox-relay' }),
+      onPublished: (count) => metrics.relayPublished.inc(count),
+      crashPoints,
+    });
+    relay.start();
+    return relay;
+  };
+
   const logger = deps.logger ?? createLogger({ name: 'worker', level: config.logLevel });
   const ownPool = deps.pool === undefined;
   const pool =
@@ -88,18 +124,6 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     maxWaitTimeInMs: 500,
   });
   const metadataAdmin = kafka.admin();
-  const relay = new OutboxRelay({
-    pool,
-    producer,
-    layout: topicLayouts(metadataAdmin),
-    topic: config.appliedTopic,
-    batchSize: config.relayBatchSize,
-    pollMs: config.relayPollMs,
-    sendTimeoutMs: config.relaySendTimeoutMs,
-    logger: logger.child({ component: 'outbox-relay' }),
-    metrics,
-    crashPoints,
-  });
 
   let joined = false;
   let crashed = false;
@@ -133,9 +157,9 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
         })
       : undefined;
+  const relay = await startRelay();
   await consumer.connect();
   await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
-  relay.start();
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,

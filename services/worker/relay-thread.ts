@@ -1,0 +1,166 @@
+// The outbox relay in its own thread: encoding applied records for Kafka (kafkajs builds several
+// buffers per record) costs about as much CPU as applying them, and on the worker's event loop it
+// delayed every apply transaction behind it. The thread has its own Postgres pool, Kafka client
+// and event loop; it talks to the worker only by messages (nudge and stop in, published counts
+// and log lines out). Crash points still stop the whole process.
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { Partitioners } from 'kafkajs';
+import { createPool } from '../../shared/db/pool.ts';
+import { createKafka } from '../../shared/kafka/client.ts';
+import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
+import { createLogger, type Logger } from '../../shared/logging/logger.ts';
+import type { CrashPoint } from './crash-points.ts';
+import { createCrashPoints } from './crash-points.ts';
+import type { WorkerMetrics } from './metrics.ts';
+import { OutboxRelay } from './outbox-relay.ts';
+
+/** What the worker needs from a relay, wherever it runs. */
+export interface RelayHandle {
+  /** An apply transaction committed: publish without waiting for the next poll. */
+  nudge(): void;
+  /** Publishes what is in flight, then stops. */
+  stop(): Promise<void>;
+}
+
+export interface RelayThreadSettings {
+  brokers: string[];
+  clientId: string;
+  databaseUrl: string;
+  statementTimeoutMs: number;
+  logLevel: string;
+  appliedTopic: string;
+  batchSize: number;
+  pollMs: number;
+  sendTimeoutMs: number;
+  crashAt?: CrashPoint;
+  crashAfter: number;
+}
+
+type ToThread = { type: 'nudge' } | { type: 'stop' };
+type FromThread =
+  | { type: 'ready' }
+  | { type: 'failed'; message: string }
+  | { type: 'published'; count: number }
+  | { type: 'log'; line: string };
+
+const THREAD_KIND = 'outbox-relay';
+
+/** Starts the relay thread. Rejects if it cannot connect; `onFatal` gets an error that ends it later. */
+export async function startRelayThread(
+  settings: RelayThreadSettings,
+  deps: { logger: Logger; metrics: WorkerMetrics; onFatal: (error: unknown) => void },
+): Promise<RelayHandle> {
+  const thread = new Worker(new URL(import.meta.url), { workerData: { kind: THREAD_KIND, settings } });
+  let started = false;
+  let stopping = false;
+  const exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));
+  let resolveReady: () => void;
+  let rejectReady: (error: unknown) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    resolveReady = resolve;
+    rejectReady = reject;
+  });
+  thread.on('message', (message: FromThread) => {
+    if (message.type === 'ready') {
+      started = true;
+      resolveReady();
+    } else if (message.type === 'failed') rejectReady(new Error(`outbox relay thread could not start: ${message.message}`));
+    else if (message.type === 'published') deps.metrics.relayPublished.inc(message.count);
+    else forwardLog(deps.logger, message.line);
+  });
+  thread.on('error', (error) => {
+    if (!started) return rejectReady(error);
+    deps.logger.error({ err: error }, 'outbox relay thread failed');
+    if (!stopping) deps.onFatal(error);
+  });
+  thread.on('exit', (code) => {
+    if (!started) return rejectReady(new Error(`outbox relay thread exited with code ${code} while starting`));
+    if (!stopping) {
+      deps.logger.error({ code }, 'outbox relay thread exited');
+      deps.onFatal(new Error(`outbox relay thread exited with code ${code}`));
+    }
+  });
+  await ready;
+  const post = (message: ToThread) => thread.postMessage(message);
+  return {
+    nudge: () => post({ type: 'nudge' }),
+    stop: async () => {
+      if (stopping) return exited;
+      stopping = true;
+      post({ type: 'stop' });
+      // The thread finishes its send (bounded by the send timeout) and exits; never wait forever.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, settings.sendTimeoutMs + 5_000)))]);
+      clearTimeout(timer);
+      await thread.terminate();
+    },
+  };
+}
+
+/** A log line from the thread, written through the worker's own logger (same destination). */
+function forwardLog(logger: Logger, line: string): void {
+  try {
+    const { level, msg, time: _time, pid: _pid, hostname: _hostname, name: _name, service: _service, ...fields } = JSON.parse(line) as Record<string, unknown>;
+    const method = typeof level === 'string' && level in logger ? (level as 'info') : 'info';
+    logger[method](fields, typeof msg === 'string' ? msg : '');
+  } catch {
+    logger.warn({ line }, 'unreadable log line from the outbox relay thread');
+  }
+}
+
+async function runThread(settings: RelayThreadSettings): Promise<void> {
+  const port = parentPort!;
+  const send = (message: FromThread) => port.postMessage(message);
+  const logger = createLogger({ name: 'worker', level: settings.logLevel }, { write: (line: string) => send({ type: 'log', line }) }).child({
+    component: 'outbox-relay',
+  });
+  const pool = createPool({
+    url: settings.databaseUrl,
+    max: 2,
+    statementTimeoutMs: settings.statementTimeoutMs,
+    applicationName: 'worker-relay',
+    logger,
+  });
+  const kafka = createKafka({ brokers: settings.brokers, clientId: `${settings.clientId}-relay`, logger });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const admin = kafka.admin();
+  try {
+    await producer.connect();
+    await admin.connect();
+  } catch (error) {
+    send({ type: 'failed', message: (error as Error).message });
+    await pool.end().catch(() => {});
+    port.close();
+    return;
+  }
+  const relay = new OutboxRelay({
+    pool,
+    producer,
+    layout: topicLayouts(admin),
+    topic: settings.appliedTopic,
+    batchSize: settings.batchSize,
+    pollMs: settings.pollMs,
+    sendTimeoutMs: settings.sendTimeoutMs,
+    logger,
+    onPublished: (count) => send({ type: 'published', count }),
+    crashPoints: createCrashPoints(settings.crashAt, settings.crashAfter),
+  });
+  relay.start();
+  send({ type: 'ready' });
+  port.on('message', (message: ToThread) => {
+    if (message.type === 'nudge') {
+      relay.nudge();
+      return;
+    }
+    void (async () => {
+      await relay.stop();
+      await producer.disconnect().catch(() => {});
+      await admin.disconnect().catch(() => {});
+      await pool.end().catch(() => {});
+      port.close();
+    })();
+  });
+}
+
+const data = workerData as { kind?: string; settings?: RelayThreadSettings } | null;
+if (!isMainThread && data?.kind === THREAD_KIND && data.settings) await runThread(data.settings);
