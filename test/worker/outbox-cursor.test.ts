@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applySql } from '../../shared/apply/index.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+
+// The relay's cursor must never pass a row that a still-open transaction will commit later
+// (migration 0002): a row becomes readable only once every older transaction has ended.
+describe('outbox cursor: a late commit is never skipped', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const insert = (client: { query: (sql: string, values: unknown[]) => Promise<unknown> }, eventId: string) =>
+    client.query(
+      `INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset)
+       VALUES ($1, 'tenant/theme/' || $1, '{}', 'theme.events', 0, 0)`,
+      [eventId],
+    );
+  const next = async () => {
+    const position = (await db.pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    const { rows } = await db.pool.query<{ event_id: string; tx: string; id: string }>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, 100]);
+    return rows;
+  };
+  // xmin is cluster-wide: another test's open transaction (other database) may hold rows back for
+  // a moment, so a positive read waits until something is readable.
+  const nextWhenReady = async () => {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const rows = await next();
+      if (rows.length > 0 || Date.now() > deadline) return rows;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const advance = async (rows: Array<{ tx: string; id: string }>) => {
+    const last = rows.at(-1)!;
+    await db.pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
+  };
+
+  it('holds back rows of later transactions until an earlier one commits, then reads both in order', async () => {
+    const early = await db.pool.connect();
+    try {
+      await early.query('BEGIN');
+      await insert(early, 'evt_early'); // gets its transaction id now, commits last
+      await insert(db.pool, 'evt_late'); // a later transaction, committed at once
+
+      // evt_late is committed, but an older transaction is still open: nothing is readable yet.
+      expect(await next()).toEqual([]);
+      expect((await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n).toBe(1);
+
+      await early.query('COMMIT');
+      const rows = await nextWhenReady();
+      expect(rows.map((r) => r.event_id)).toEqual(['evt_early', 'evt_late']);
+      await advance(rows);
+      expect(await next()).toEqual([]);
+      expect((await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n).toBe(0);
+    } finally {
+      early.release();
+    }
+  });
+
+  it('a rolled-back transaction leaves no gap that stops the cursor', async () => {
+    const aborted = await db.pool.connect();
+    try {
+      await aborted.query('BEGIN');
+      await insert(aborted, 'evt_aborted');
+      await insert(db.pool, 'evt_after_abort');
+      await aborted.query('ROLLBACK');
+    } finally {
+      aborted.release();
+    }
+    const rows = await nextWhenReady();
+    expect(rows.map((r) => r.event_id)).toEqual(['evt_after_abort']);
+    await advance(rows);
+  });
+});
