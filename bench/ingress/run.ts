@@ -25,7 +25,7 @@ const RESOURCE_IDS = 10_000;
 // The ingress start command's node flags (infra/up.ts should use the same): a bounded young
 // generation keeps V8 from growing the heap to several times the live data under a high
 // allocation rate (the default is sized from the machine's RAM).
-const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=16').split(' ').filter(Boolean);
+const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=18').split(' ').filter(Boolean);
 const BODY_BYTES = 1024;
 
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
