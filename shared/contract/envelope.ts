@@ -27,6 +27,10 @@ export const resourceSchema = z.strictObject({
     .meta({ description: 'Monotonic per resource; the worker applies only versions above the stored one' }),
 });
 
+export const occurredAtSchema = z.iso
+  .datetime({ offset: true })
+  .meta({ description: 'ISO-8601 time at the producer, with Z or a +HH:MM offset' });
+
 // Strict at the top level: the raw body is forwarded unchanged to Kafka, so a misspelt field
 // (`ocurred_at`) or a field from a future contract would otherwise reach every downstream
 // consumer without being part of v1.
@@ -42,9 +46,7 @@ export const eventEnvelopeSchema = z
       .regex(EVENT_TYPE_PATTERN)
       .meta({ description: '<resource>.<action>, e.g. theme.created, theme.updated, theme.deleted' }),
     event_version: z.literal(1).meta({ description: 'Contract version; unknown versions are rejected' }),
-    occurred_at: z.iso
-      .datetime({ offset: true })
-      .meta({ description: 'ISO-8601 time at the producer, with Z or a +HH:MM offset' }),
+    occurred_at: occurredAtSchema,
     delivery_attempt: z.int().min(1).optional(),
     tenant_id: keySegment('Tenant id'),
     idempotency_key: z

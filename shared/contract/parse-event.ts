@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { z } from 'zod';
 import { checkEventVersion, eventAction, eventEnvelopeSchema } from './envelope.ts';
 import type { EventEnvelope } from './envelope.ts';
+import { isCertainlyValidThemeEvent } from './fast-validate.ts';
 import { themeSnapshotSchema } from './theme-snapshot.ts';
 
 export const DEFAULT_MAX_DEPTH = 32;
@@ -67,6 +68,10 @@ export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}
 
   const version = checkEventVersion(value);
   if (!version.ok) return fail(version.code, version.message);
+
+  // The common case, checked without zod; the parsed value then is the envelope (zod's output
+  // would be an equal copy). Anything else gets zod's verdict and messages below.
+  if (isCertainlyValidThemeEvent(value as Record<string, unknown>)) return { ok: true, envelope: value as EventEnvelope, bodySha256 };
 
   const envelopeResult = eventEnvelopeSchema.safeParse(value);
   if (!envelopeResult.success) return fail('invalid_envelope', formatIssues(envelopeResult.error.issues));

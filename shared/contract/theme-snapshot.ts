@@ -43,9 +43,11 @@ export const themeLayoutSchema = z.strictObject({
     }),
 });
 
+export const assetUrlSchema = z.url({ protocol: /^https$/ }).max(2048).meta({ description: 'https URL only' });
+
 export const themeAssetSchema = z.strictObject({
   type: z.enum(['image', 'font', 'icon', 'sound']),
-  url: z.url({ protocol: /^https$/ }).max(2048).meta({ description: 'https URL only' }),
+  url: assetUrlSchema,
   sha256: z
     .string()
     .regex(/^[0-9a-f]{64}$/, { message: 'sha256 must be 64 lowercase hex characters' })
