@@ -241,7 +241,7 @@ Workload: ${events.toLocaleString('en')} events over ${RESOURCES.toLocaleString(
 ${dataset.stale.toLocaleString('en')} stale versions = 10%), ~${dataset.events[0]!.value.length} bytes each, preloaded to a fresh ${PARTITIONS}-partition topic.
 Worker settings: WORKER_BATCH_SIZE=${BATCH_SIZE}, WORKER_PARTITIONS_CONCURRENCY=${CONCURRENCY}, WORKER_MAX_BYTES_PER_PARTITION=${MAX_BYTES_PER_PARTITION},
 node ${nodeArgs.join(' ')}, one worker process, per-event pino logs at info
-(serialised, written to /dev/null), outbox relay running in the same process.
+(serialised, written to /dev/null), outbox relay in its own thread of the worker process (WORKER_RELAY=thread).
 
 | run | time | events/s | notes |
 |---|---|---|---|
@@ -257,15 +257,14 @@ ${cpuTable()}
 Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
 
-Where the time goes (\`npx tsx bench/worker/explain-chunk.ts 1000 20\`: auto_explain ANALYZE/BUFFERS/WAL of one
-1000-event chunk after 20 chunks, measured separately on this machine): the chunk transaction is 5 round trips
-(BEGIN, per-key advisory locks ~2 ms, one read of inbox/idempotency/state by index probes ~6-20 ms, one write
-statement for inbox + state + outbox + anomalies ~70 ms with ~2.8 MB of WAL, COMMIT). About half of the write is
-json_to_recordset turning the JSON parameters into rows (~16 ms inbox, ~16 ms state incl. the jsonb snapshot,
-~6 ms outbox); the rest is the inserts and their indexes. So Postgres needs ~90-100 us of CPU per event, and the
-worker process ~100-150 us (CPU profile: parseEvent/zod ~20% of its time, kafkajs fetch decoding and the relay's
-produce encoding ~20%, building the chunk's JSON ~6%, GC ~7%, pino ~5%). On 2 cores shared by the broker,
-Postgres and the worker, every figure follows the load average above closely.
+Where the time goes: the CPU table above is measured, not estimated. The worker process includes its outbox relay
+thread (WORKER_RELAY=thread, the default): kafkajs allocates several zero-filled buffers per produced record, so
+publishing an applied record costs about as much worker CPU as applying it (\`npx tsx bench/worker/relay-cpu.ts\`).
+Postgres's share is split by \`npx tsx bench/worker/pg-cpu.ts\` (apply path per event and relay per record, read from
+the backend's /proc entry), and \`npx tsx bench/worker/explain-chunk.ts 1000 20\` prints the plans of one chunk's
+statements. A chunk transaction is 5 round trips: BEGIN, per-key advisory locks, one read (index probes), one
+write statement (inbox + state + outbox + anomalies, from array literals and packed bytea parameters), COMMIT.
+When both cores are busy, every figure here tracks the load average closely.
 `;
 const resultsFile = path.join(repoRoot, 'bench/results/worker.md');
 await mkdir(path.dirname(resultsFile), { recursive: true });
