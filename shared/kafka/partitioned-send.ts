@@ -1,4 +1,5 @@
 import { Partitioners, type Admin, type Message, type PartitionerArgs, type Producer, type RecordMetadata } from 'kafkajs';
+import { partitionForKey } from './murmur2.ts';
 
 /** What a sender needs to know of a topic: its partition count and each partition's leader. */
 export interface TopicLayout {
@@ -30,16 +31,25 @@ export class PartitionedSender {
   async send(request: { topic: string; acks: -1 | 1; messages: Message[] }): Promise<RecordMetadata[]> {
     const { topic, acks, messages } = request;
     const { partitionCount, leaders } = await this.#layout(topic);
-    // The same murmur2 partitioner the producer would use, so keys land where they always did.
-    const partitionMetadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, leader: 0 })) as PartitionerArgs['partitionMetadata'];
+    let partitionMetadata: PartitionerArgs['partitionMetadata'] | undefined;
     const byLeader = new Map<string, Message[]>();
     for (const message of messages) {
-      const partition = this.#partitioner({ topic, partitionMetadata, message });
+      // The default partitioner's murmur2 for keyed records (so keys land where they always did);
+      // kafkajs's own partitioner for the rest. The message keeps its partition (set in place).
+      let partition = message.partition;
+      if (partition === undefined || partition === null) {
+        if (message.key !== undefined && message.key !== null) partition = partitionForKey(message.key, partitionCount);
+        else {
+          partitionMetadata ??= Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, leader: 0 })) as PartitionerArgs['partitionMetadata'];
+          partition = this.#partitioner({ topic, partitionMetadata, message });
+        }
+        message.partition = partition;
+      }
       const leader = leaders.get(partition);
       const group = leader === undefined ? `partition-${partition}` : `leader-${leader}`;
-      const list = byLeader.get(group) ?? [];
-      list.push({ ...message, partition });
-      byLeader.set(group, list);
+      const list = byLeader.get(group);
+      if (list) list.push(message);
+      else byLeader.set(group, [message]);
     }
     const results = await Promise.all([...byLeader.values()].map((group) => this.#producer.send({ topic, acks, messages: group })));
     return results.flat();
