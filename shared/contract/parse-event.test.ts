@@ -198,5 +198,14 @@ describe('helpers', () => {
     expect(findDuplicateKey('{"a":{"b":1},"c":{"b":2},"d":["a","a"],"e":"a:"}')).toBeUndefined();
     expect(findDuplicateKey('{"a":{"b":1,"b":2}}')).toBe('b');
     expect(findDuplicateKey('{"q\\"":1 , "q\\"" : 2}')).toBe('q"');
+    // Small objects keep their keys in an array, big ones in a Set: both ways find a repeat.
+    const wide = (n: number, repeat: string) =>
+      `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')},"${repeat}":0}`;
+    expect(findDuplicateKey(wide(5, 'k3'))).toBe('k3');
+    expect(findDuplicateKey(wide(15, 'k14'))).toBe('k14');
+    expect(findDuplicateKey(wide(16, 'k2'))).toBe('k2');
+    expect(findDuplicateKey(wide(40, 'k39'))).toBe('k39');
+    expect(findDuplicateKey(wide(40, 'new'))).toBeUndefined();
+    expect(findDuplicateKey(`{"a":${wide(30, 'x')},"b":${wide(3, 'y')},"a":1}`)).toBe('a');
   });
 });

@@ -41,13 +41,12 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}): ParseEventResult {
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const bodySha256 = createHash('sha256').update(rawBytes).digest('hex');
-  const fail = (code: ParseErrorCode, message: string): ParseEventResult => ({ ok: false, code, message, bodySha256 });
 
   let text: string;
   try {
     text = utf8Decoder.decode(rawBytes);
   } catch {
-    return fail('invalid_utf8', 'body is not valid UTF-8');
+    return failure(bodySha256, 'invalid_utf8', 'body is not valid UTF-8');
   }
 
   let value: unknown;
@@ -55,41 +54,46 @@ export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}
     value = JSON.parse(text);
   } catch {
     // The engine's message quotes part of the body, which must not reach logs or callers.
-    return fail('invalid_json', 'body is not valid JSON');
+    return failure(bodySha256, 'invalid_json', 'body is not valid JSON');
   }
 
   const structure = checkStructure(value, maxDepth);
-  if (structure) return fail(structure.code, structure.message);
+  if (structure) return failure(bodySha256, structure.code, structure.message);
 
   // JSON.parse keeps the last of duplicate keys while other consumers of the same raw bytes
   // may keep the first, so a duplicate would let two readers see two different events.
   const duplicate = findDuplicateKey(text);
-  if (duplicate !== undefined) return fail('invalid_json', `duplicate key ${JSON.stringify(duplicate)}`);
+  if (duplicate !== undefined) return failure(bodySha256, 'invalid_json', `duplicate key ${JSON.stringify(duplicate)}`);
 
   const version = checkEventVersion(value);
-  if (!version.ok) return fail(version.code, version.message);
+  if (!version.ok) return failure(bodySha256, version.code, version.message);
 
   // The common case, checked without zod; the parsed value then is the envelope (zod's output
   // would be an equal copy). Anything else gets zod's verdict and messages below.
   if (isCertainlyValidThemeEvent(value as Record<string, unknown>)) return { ok: true, envelope: value as EventEnvelope, bodySha256 };
 
   const envelopeResult = eventEnvelopeSchema.safeParse(value);
-  if (!envelopeResult.success) return fail('invalid_envelope', formatIssues(envelopeResult.error.issues));
+  if (!envelopeResult.success) return failure(bodySha256, 'invalid_envelope', formatIssues(envelopeResult.error.issues));
   const envelope = envelopeResult.data;
 
   const dataSchema = dataSchemas[envelope.resource.type];
   if (dataSchema === undefined) {
-    return fail('invalid_envelope', `resource.type "${envelope.resource.type}" has no data contract`);
+    return failure(bodySha256, 'invalid_envelope', `resource.type "${envelope.resource.type}" has no data contract`);
   }
   if (eventAction(envelope) === 'delete') {
     if (envelope.data !== undefined && Object.keys(envelope.data).length > 0) {
-      return fail('invalid_data', `data must be absent or {} for ${envelope.event_type}`);
+      return failure(bodySha256, 'invalid_data', `data must be absent or {} for ${envelope.event_type}`);
     }
     return { ok: true, envelope, bodySha256 };
   }
   const dataResult = dataSchema.safeParse(envelope.data);
-  if (!dataResult.success) return fail('invalid_data', formatIssues(dataResult.error.issues, ['data']));
+  if (!dataResult.success) return failure(bodySha256, 'invalid_data', formatIssues(dataResult.error.issues, ['data']));
   return { ok: true, envelope, bodySha256 };
+}
+
+// Module-level rather than a closure per call (tsx's keepNames wraps every named closure).
+function failure(bodySha256: string, code: ParseErrorCode, message: string): ParseEventResult {
+  return { ok: false, code, message, bodySha256 };
 }
 
 type StructureProblem = { code: 'too_deep' | 'forbidden_key'; message: string };
@@ -121,9 +125,13 @@ const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 
-/** Expects text that JSON.parse has already accepted. */
+/**
+ * Expects text that JSON.parse has already accepted. The keys of each open object are kept in an
+ * array while it is small (a linear scan of a few keys beats creating and hashing into a Set) and
+ * in a Set from SMALL_OBJECT_KEYS on.
+ */
 export function findDuplicateKey(text: string): string | undefined {
-  const containers: Array<Set<string> | null> = [];
+  const containers: Array<string[] | Set<string> | null> = [];
   let i = 0;
   while (i < text.length) {
     const ch = text.charCodeAt(i);
@@ -147,20 +155,28 @@ export function findDuplicateKey(text: string): string | undefined {
         while (isJsonWhitespace(text.charCodeAt(next))) next += 1;
         if (text.charCodeAt(next) === COLON) {
           const key = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : text.slice(i + 1, end);
-          if (keys.has(key)) return key;
-          keys.add(key);
+          if (Array.isArray(keys)) {
+            if (keys.includes(key)) return key;
+            keys.push(key);
+            if (keys.length === SMALL_OBJECT_KEYS) containers[containers.length - 1] = new Set(keys);
+          } else {
+            if (keys.has(key)) return key;
+            keys.add(key);
+          }
         }
       }
       i = end + 1;
       continue;
     }
-    if (ch === OPEN_BRACE) containers.push(new Set());
+    if (ch === OPEN_BRACE) containers.push([]);
     else if (ch === OPEN_BRACKET) containers.push(null);
     else if (ch === CLOSE_BRACE || ch === CLOSE_BRACKET) containers.pop();
     i += 1;
   }
   return undefined;
 }
+
+const SMALL_OBJECT_KEYS = 16;
 
 function isJsonWhitespace(c: number): boolean {
   return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
