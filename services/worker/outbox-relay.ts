@@ -54,6 +54,10 @@ export class OutboxRelay {
     this.#sender = options.layout ? new PartitionedSender(options.producer, options.layout) : undefined;
   }
 
+  get running(): boolean {
+    return this.#running;
+  }
+
   start(): void {
     if (this.#running) return;
     this.#running = true;

@@ -16,6 +16,8 @@ import { OutboxRelay } from './outbox-relay.ts';
 
 /** What the worker needs from a relay, wherever it runs. */
 export interface RelayHandle {
+  /** False once the relay has died (its thread exited or failed); readiness reports it. */
+  readonly running: boolean;
   /** An apply transaction committed: publish without waiting for the next poll. */
   nudge(): void;
   /** Publishes what is in flight, then stops. */
@@ -53,6 +55,7 @@ export async function startRelayThread(
   const thread = new Worker(new URL(import.meta.url), { workerData: { kind: THREAD_KIND, settings } });
   let started = false;
   let stopping = false;
+  let dead = false;
   const exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));
   let resolveReady: () => void;
   let rejectReady: (error: unknown) => void;
@@ -69,11 +72,13 @@ export async function startRelayThread(
     else forwardLog(deps.logger, message.line);
   });
   thread.on('error', (error) => {
+    dead = true;
     if (!started) return rejectReady(error);
     deps.logger.error({ err: error }, 'outbox relay thread failed');
     if (!stopping) deps.onFatal(error);
   });
   thread.on('exit', (code) => {
+    dead = true;
     if (!started) return rejectReady(new Error(`outbox relay thread exited with code ${code} while starting`));
     if (!stopping) {
       deps.logger.error({ code }, 'outbox relay thread exited');
@@ -83,6 +88,9 @@ export async function startRelayThread(
   await ready;
   const post = (message: ToThread) => thread.postMessage(message);
   return {
+    get running() {
+      return !dead;
+    },
     nudge: () => post({ type: 'nudge' }),
     stop: async () => {
       if (stopping) return exited;

@@ -197,7 +197,10 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         } catch (error) {
           database = (error as Error).message;
         }
-        return { ready: joined && !crashed && database === true, checks: { consumer_group: joined, database } };
+        return {
+          ready: joined && !crashed && database === true && relay.running,
+          checks: { consumer_group: joined, database, outbox_relay: relay.running },
+        };
       },
     });
   }
