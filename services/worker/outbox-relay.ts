@@ -1,11 +1,13 @@
 import { withTransaction } from '../../shared/db/transaction.ts';
 import type { Producer } from 'kafkajs';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { appliedHeaders, applySql } from '../../shared/apply/index.ts';
 import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
 import type { CrashPoints } from './crash-points.ts';
+
+const HELD_BACK_WARN_MS = 30_000;
 
 export interface OutboxRelayOptions {
   pool: Pool;
@@ -18,6 +20,8 @@ export interface OutboxRelayOptions {
   /** After each published batch, with its record count (the published-records metric). */
   onPublished?: (count: number) => void;
   crashPoints: CrashPoints;
+  /** Warn about an open transaction holding applied records back after this long (default 30 s). */
+  heldBackWarnMs?: number;
   /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
 }
@@ -46,6 +50,8 @@ export class OutboxRelay {
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #nudged = false;
+  #heldBackSince: number | undefined;
+  #lastHeldBackWarning = 0;
 
   readonly #sender: PartitionedSender | undefined;
 
@@ -76,6 +82,29 @@ export class OutboxRelay {
     await this.#loop;
   }
 
+  /**
+   * Rows exist after the cursor but none is readable yet: an older transaction is still open
+   * somewhere on the cluster (migration 0002). Normal for a few milliseconds under load; past
+   * heldBackWarnMs the relay says which transaction, at most once per heldBackWarnMs.
+   */
+  async #checkHeldBack(client: PoolClient, position: { tx: string; id: string }): Promise<void> {
+    const { rows } = await client.query<{ pending: boolean }>(applySql.OUTBOX_HAS_PENDING, [position.tx, position.id]);
+    if (!rows[0]?.pending) {
+      this.#heldBackSince = undefined;
+      return;
+    }
+    const now = Date.now();
+    this.#heldBackSince ??= now;
+    const warnMs = this.#o.heldBackWarnMs ?? HELD_BACK_WARN_MS;
+    if (now - this.#heldBackSince < warnMs || now - this.#lastHeldBackWarning < warnMs) return;
+    this.#lastHeldBackWarning = now;
+    const oldest = (await client.query<Record<string, unknown>>(applySql.OLDEST_OPEN_TRANSACTION)).rows[0];
+    this.#o.logger.warn(
+      { held_back_seconds: Math.round((now - this.#heldBackSince) / 1000), oldest_open_transaction: oldest ?? null },
+      'outbox relay held back: an open transaction older than the pending applied records has not ended',
+    );
+  }
+
   /** One pass: publishes at most one batch. Returns how many rows were published. */
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints } = this.#o;
@@ -84,7 +113,11 @@ export class OutboxRelay {
       if (!lock.rows[0]?.leader) return 0;
       const position = (await client.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
       const { rows } = await client.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
-      if (rows.length === 0) return 0;
+      if (rows.length === 0) {
+        await this.#checkHeldBack(client, position);
+        return 0;
+      }
+      this.#heldBackSince = undefined;
       crashPoints.reach('after-commit-before-publish');
       const messages = rows.map((r) => ({
         key: r.key,

@@ -139,6 +139,19 @@ export const SELECT_NEXT_OUTBOX = `
   ORDER BY o.tx, o.id
   LIMIT $3`;
 
+/** Rows after the cursor exist (committed or not yet visible to the relay). */
+export const OUTBOX_HAS_PENDING = `
+  SELECT EXISTS (SELECT 1 FROM applied_outbox WHERE (tx, id) > ($1::xid8, $2::bigint)) AS pending`;
+
+/** The oldest transaction still running on the cluster (what holds pg_snapshot_xmin back), for the log. */
+export const OLDEST_OPEN_TRANSACTION = `
+  SELECT pid, datname, usename, application_name, state, backend_xid::text AS xid,
+    EXTRACT(EPOCH FROM now() - xact_start)::float8 AS open_seconds
+  FROM pg_stat_activity
+  WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+  ORDER BY age(backend_xid) DESC
+  LIMIT 1`;
+
 export const RECORD_OUTBOX_BATCH = `
   INSERT INTO applied_outbox_batches (last_tx, last_id, records) VALUES ($1::xid8, $2::bigint, $3)`;
 

@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka, Producer } from 'kafkajs';
+import { noCrashPoints } from '../../services/worker/crash-points.ts';
+import { OutboxRelay } from '../../services/worker/outbox-relay.ts';
 import { applySql } from '../../shared/apply/index.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { readTopic, testKafka } from '../helpers/kafka.ts';
+import { createTopicsRetrying } from './helpers.ts';
 
 // The relay's cursor must never pass a row that a still-open transaction will commit later
 // (migration 0002): a row becomes readable only once every older transaction has ended.
@@ -74,5 +80,59 @@ describe('outbox cursor: a late commit is never skipped', () => {
     const rows = await nextWhenReady(1);
     expect(rows.map((r) => r.event_id)).toEqual(['evt_after_abort']);
     await advance(rows);
+  });
+});
+
+describe('outbox relay: an open transaction holding records back is named in the log', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  let producer: Producer;
+  let names: { events: string; applied: string };
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+    ({ names } = await createTopicsRetrying(kafka));
+    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+  });
+  afterAll(async () => {
+    await producer?.disconnect();
+    await db?.drop();
+  });
+
+  it('warns with the blocking backend once the wait passes the threshold, then publishes both in order', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger({ name: 'test', level: 'warn' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const relay = new OutboxRelay({
+      pool: db.pool, producer, topic: names.applied, batchSize: 100, pollMs: 50, sendTimeoutMs: 10_000, logger, crashPoints: noCrashPoints, heldBackWarnMs: 300,
+    });
+    const insert = (client: { query: (sql: string, values: unknown[]) => Promise<unknown> }, eventId: string) =>
+      client.query(
+        `INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset)
+         VALUES ($1, 'tenant/theme/held', $2, 'theme.events', 0, 0)`,
+        [eventId, JSON.stringify({ event_id: eventId })],
+      );
+    const open = await db.pool.connect();
+    try {
+      await open.query('BEGIN');
+      await insert(open, 'evt_open');
+      const pid = (await open.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await insert(db.pool, 'evt_committed');
+      const deadline = Date.now() + 5_000;
+      while (!lines.some((l) => (l['oldest_open_transaction'] as { pid?: number } | null)?.pid === pid) && Date.now() < deadline) {
+        expect(await relay.publishOnce()).toBe(0);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const warning = lines.find((l) => (l['oldest_open_transaction'] as { pid?: number } | null)?.pid === pid);
+      expect(warning?.['msg']).toMatch(/held back/);
+      await open.query('COMMIT');
+    } finally {
+      open.release();
+    }
+    let published = 0;
+    for (const deadline = Date.now() + 15_000; published < 2 && Date.now() < deadline; ) published += await relay.publishOnce();
+    expect(published).toBe(2);
+    const records = await readTopic(kafka, names.applied);
+    expect(records.map((r) => r.headers['event-id'])).toEqual(['evt_open', 'evt_committed']);
   });
 });
