@@ -44,10 +44,18 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     expect(pending[0]!.n).toBe(3);
     const position = (await db.pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
     expect(position.id).toBe('3');
-    const next = await db.pool.query<{ event_id: string; source_topic: string; source_partition: number; source_offset: string }>(
-      applySql.SELECT_NEXT_OUTBOX,
-      [position.tx, position.id, 10],
-    );
+    // Readable once every older transaction on the cluster has ended (xmin is cluster-wide, and
+    // other test files run transactions at the same time): wait for that.
+    const readNext = () =>
+      db.pool.query<{ event_id: string; source_topic: string; source_partition: number; source_offset: string }>(applySql.SELECT_NEXT_OUTBOX, [
+        position.tx,
+        position.id,
+        10,
+      ]);
+    let next = await readNext();
+    for (const deadline = Date.now() + 15_000; next.rows.length < 3 && Date.now() < deadline; next = await readNext()) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
     expect(next.rows.map((r) => r.event_id)).toEqual(['evt_4', 'evt_5', 'evt_6']);
     // The headers moved to columns.
     expect(next.rows[0]).toMatchObject({ source_topic: 'theme.events', source_partition: 2, source_offset: '4' });
