@@ -33,7 +33,21 @@ describe('three-broker local cluster', () => {
 
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
-    await producer.send({ topic, acks: -1, messages: Array.from({ length: 20 }, (_, i) => ({ key: `k${i}`, value: `v${i}` })) });
+    // A just-created topic reaches each broker's metadata a moment apart; on a loaded machine a
+    // leader has answered "does not host this topic-partition" for longer than kafkajs's own
+    // retries. Retry such (retriable) answers a while; any other error fails the test.
+    const messages = Array.from({ length: 20 }, (_, i) => ({ key: `k${i}`, value: `v${i}` }));
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await producer.send({ topic, acks: -1, messages });
+        break;
+      } catch (error) {
+        const e = error as { retriable?: boolean; name?: string; cause?: { retriable?: boolean } };
+        const retriable = e.retriable === true || e.cause?.retriable === true || e.name === 'KafkaJSNumberOfRetriesExceeded';
+        if (!retriable || attempt >= 30) throw error;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
     await producer.disconnect();
 
     const consumer = kafka.consumer({ groupId: uniqueName('c3-group') });
