@@ -14,7 +14,7 @@ import { topicSize } from './helpers.ts';
 const T = 'tenant_failover';
 
 describe('failures: one broker of three killed under load', () => {
-  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort: Number(process.env.FAILOVER_BASE_PORT ?? 39092) });
+  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort: Number(process.env.FAILOVER_BASE_PORT ?? 28092) });
   let kafka: Kafka;
   let db: TestDatabase;
   let producer: Producer;

@@ -72,7 +72,7 @@ class SupervisedWorker {
 }
 
 describe('failures: ledger under broker restarts and worker kill -9', () => {
-  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort: Number(process.env.LEDGER_BASE_PORT ?? 39192) });
+  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort: Number(process.env.LEDGER_BASE_PORT ?? 28192) });
   let kafka: Kafka;
   let names: TopicNames;
   let db: TestDatabase;

@@ -207,7 +207,13 @@ function sha256(value: Buffer | null): string {
  * commits the offset, so once the group has committed past a record with no such DLQ record, the
  * record was not dead-lettered again (the only signal for records without an event id).
  */
-async function waitForOutcomes(ctx: CliContext, sent: SentRecord[], before: Map<string, InboxStatus>, timeoutMs: number): Promise<ReplayOutcome[]> {
+async function waitForOutcomes(
+  ctx: CliContext,
+  sent: SentRecord[],
+  before: Map<string, InboxStatus>,
+  dlqBefore: Map<number, bigint>,
+  timeoutMs: number,
+): Promise<ReplayOutcome[]> {
   const admin = await connectedAdmin(ctx);
   const names = ctx.topicNames();
   const group = ctx.consumerGroup();
@@ -224,7 +230,9 @@ async function waitForOutcomes(ctx: CliContext, sent: SentRecord[], before: Map<
     }
   }
 
-  const dlqSeen = new Map((await admin.fetchTopicOffsets(names.dlq)).map((w) => [w.partition, BigInt(w.high)]));
+  // DLQ ends from before the send: a worker may dead-letter a replayed record again before this
+  // function even starts, and that record must still be read.
+  const dlqSeen = new Map(dlqBefore);
   const againByMarker = new Map<string, DlqEntry>();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -349,6 +357,9 @@ export const dlqReplay: CommandSpec = {
     }
 
     const before = wait ? await inboxStatuses(ctx, toReplay.flatMap((e) => (e.eventId ? [e.eventId] : []))) : new Map<string, InboxStatus>();
+    const dlqBefore = wait
+      ? new Map((await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]))
+      : new Map<number, bigint>();
     const producer = ctx.kafka().producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
     await producer.connect();
     ctx.onClose(() => producer.disconnect());
@@ -371,7 +382,7 @@ export const dlqReplay: CommandSpec = {
     ctx.out.note(`replayed ${sent.length} record(s) to ${events}${wait ? '; waiting for outcomes' : ''}`);
 
     const outcomes: ReplayOutcome[] = wait
-      ? await waitForOutcomes(ctx, sent, before, Number(timeoutText))
+      ? await waitForOutcomes(ctx, sent, before, dlqBefore, Number(timeoutText))
       : sent.map((s) => ({ event_id: s.entry.eventId, from: `${s.entry.partition}:${s.entry.offset}`, status: 'sent', ok: true, detail: `${events}/${s.partition}@${s.offset}` }));
     const failed = outcomes.filter((o) => !o.ok).length;
     const counts: Record<string, number> = {};
