@@ -73,7 +73,20 @@ export interface Answer {
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
 /** node:http so tests control raw header lines (repeats included), which fetch would merge. */
-export function send(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
+export async function send(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await sendOnce(baseUrl, request);
+    } catch (error) {
+      // A kept-alive socket the server closed (keepAliveTimeout) just as the request was written:
+      // the server never read it, so sending again is safe (the retry node's docs prescribe).
+      if ((error as { reusedSocket?: boolean; code?: string }).reusedSocket && (error as { code?: string }).code === 'ECONNRESET' && attempt < 3) continue;
+      throw error;
+    }
+  }
+}
+
+function sendOnce(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
   const url = new URL(request.path, baseUrl);
   const body = typeof request.body === 'string' ? Buffer.from(request.body) : request.body;
   const headers = request.headers.some(([name]) => ['content-length', 'transfer-encoding'].includes(name.toLowerCase()))
@@ -93,7 +106,7 @@ export function send(baseUrl: string, request: { path: string; headers: Array<[s
     for (const [name, value] of headers) grouped.set(name.toLowerCase(), [...(grouped.get(name.toLowerCase()) ?? []), value]);
     // An array value becomes repeated header lines on the wire.
     for (const [name, values] of grouped) req.setHeader(name, values.length === 1 ? values[0]! : values);
-    req.on('error', reject);
+    req.on('error', (error) => reject(Object.assign(error, { reusedSocket: req.reusedSocket })));
     req.end(body);
   });
 }
