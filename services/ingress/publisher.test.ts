@@ -35,10 +35,13 @@ describe('BatchingPublisher ack deadlines', () => {
     // Two go out in the first batch; the third waits in the queue behind it.
     const outcomes = await Promise.all([1, 2, 3].map(() => publisher.publish(record).then(() => 'acked', (error: unknown) => error)));
     const elapsed = performance.now() - started;
-    for (const outcome of outcomes) {
-      expect(outcome).toBeInstanceOf(PublishError);
-      expect((outcome as PublishError).code).toBe('ack_timeout');
-    }
+    for (const outcome of outcomes) expect(outcome).toBeInstanceOf(PublishError);
+    // The batch in flight times out. The queued request times out too, or, when the process was
+    // descheduled between the publishes so its own deadline is a moment later, it is answered
+    // broker_unavailable as the timed-out batch marks the producer down: a 503 either way.
+    const codes = outcomes.map((o) => (o as PublishError).code);
+    expect(codes.slice(0, 2)).toEqual(['ack_timeout', 'ack_timeout']);
+    expect(['ack_timeout', 'broker_unavailable']).toContain(codes[2]);
     expect(elapsed).toBeGreaterThanOrEqual(145);
     expect(elapsed).toBeLessThan(1000);
     await publisher.close();
