@@ -1,4 +1,6 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
+import { tenantScopedKey } from '../../shared/apply/index.ts';
+import { eventFingerprint, parseEvent } from '../../shared/contract/index.ts';
 import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '../../shared/failures/index.ts';
 
 /** Header the ingress puts on every record it produces. */
@@ -15,24 +17,48 @@ export interface DlqEntry {
   value: Buffer | null;
   headers: IHeaders;
   eventId: string | null;
+  /** From the body; the inbox is keyed by (tenant, event id). */
+  tenantId: string | null;
+  /** Of the body's envelope when it is a valid event (shared/contract/fingerprint.ts). */
+  fingerprint: string | null;
   info: DeadLetterInfo | null;
   /** Why the DLQ headers could not be decoded, when they could not. */
   problem: string | null;
 }
 
-function bodyEventId(value: Buffer | null): string | null {
-  if (!value) return null;
+interface BodyIdentity {
+  eventId: string | null;
+  tenantId: string | null;
+  fingerprint: string | null;
+}
+
+function bodyIdentity(value: Buffer | null): BodyIdentity {
+  const none = { eventId: null, tenantId: null, fingerprint: null };
+  if (!value) return none;
+  const parsed = parseEvent(value);
+  if (parsed.ok) return { eventId: parsed.envelope.event_id, tenantId: parsed.envelope.tenant_id, fingerprint: eventFingerprint(parsed.envelope) };
+  // Not a valid event (that may be why it was dead-lettered): take what the JSON still says.
   try {
-    const parsed = JSON.parse(value.toString('utf8')) as { event_id?: unknown };
-    return typeof parsed.event_id === 'string' ? parsed.event_id : null;
+    const json = JSON.parse(value.toString('utf8')) as { event_id?: unknown; tenant_id?: unknown };
+    return {
+      eventId: typeof json.event_id === 'string' ? json.event_id : null,
+      tenantId: typeof json.tenant_id === 'string' ? json.tenant_id : null,
+      fingerprint: null,
+    };
   } catch {
-    return null;
+    return none;
   }
+}
+
+/** The entry's inbox row key, when the body names a tenant and an event id. */
+export function inboxKeyOf(entry: Pick<DlqEntry, 'tenantId' | 'eventId'>): string | undefined {
+  return entry.tenantId !== null && entry.eventId !== null ? tenantScopedKey(entry.tenantId, entry.eventId) : undefined;
 }
 
 export function toDlqEntry(partition: number, message: KafkaMessage): DlqEntry {
   const headers = message.headers ?? {};
   const decoded = decodeDeadLetterInfo(headers);
+  const body = bodyIdentity(message.value);
   return {
     partition,
     offset: message.offset,
@@ -41,7 +67,9 @@ export function toDlqEntry(partition: number, message: KafkaMessage): DlqEntry {
     value: message.value,
     headers,
     // The header is what the ingress vouched for; the body is the fallback for records from elsewhere.
-    eventId: headerText(headers, EVENT_ID_HEADER) ?? bodyEventId(message.value),
+    eventId: headerText(headers, EVENT_ID_HEADER) ?? body.eventId,
+    tenantId: body.tenantId,
+    fingerprint: body.fingerprint,
     info: decoded.ok ? decoded.info : null,
     problem: decoded.ok ? null : decoded.problem,
   };
@@ -87,8 +115,10 @@ export function latestPerEvent(entries: DlqEntry[]): DlqEntry[] {
       anonymous.push(e);
       continue;
     }
-    const seen = byEvent.get(e.eventId);
-    if (!seen || deadLetteredAt(e) >= deadLetteredAt(seen)) byEvent.set(e.eventId, e);
+    // Two tenants may share an event id: they are two events.
+    const key = inboxKeyOf(e) ?? e.eventId;
+    const seen = byEvent.get(key);
+    if (!seen || deadLetteredAt(e) >= deadLetteredAt(seen)) byEvent.set(key, e);
   }
   return [...byEvent.values(), ...anonymous].sort((a, b) => deadLetteredAt(a) - deadLetteredAt(b));
 }

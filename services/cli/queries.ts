@@ -7,8 +7,8 @@ export const SELECT_RESOURCE_STATE = `
 
 /** Newest first: by when the bridge received it, then by version for events received together. */
 export const SELECT_RESOURCE_EVENTS = `
-  SELECT event_id, event_type, status, resource_version, reason, attempts, last_error, duplicate_of,
-         idempotency_key, body_sha256, source_topic, source_partition, source_offset,
+  SELECT event_id, event_type, status, resource_version, reason, attempts, delivery_attempt, last_error, duplicate_of,
+         idempotency_key, body_sha256, fingerprint, source_topic, source_partition, source_offset,
          occurred_at, received_at, first_seen_at, updated_at
   FROM inbox_events
   WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
@@ -35,7 +35,8 @@ export const SELECT_APPLIED_RECORDS = `
   ORDER BY o.id DESC
   LIMIT 50`;
 
+/** By (tenant_id, event_id) pairs: $1 tenants, $2 event ids. */
 export const SELECT_INBOX_STATUSES = `
-  SELECT event_id, status, reason, attempts, body_sha256, updated_at
-  FROM inbox_events
-  WHERE event_id = ANY($1::text[])`;
+  SELECT i.tenant_id, i.event_id, i.status, i.reason, i.attempts, i.body_sha256, i.fingerprint, i.updated_at
+  FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
+  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`;

@@ -3,14 +3,14 @@ import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
-import { parseEvent, resourceKey } from '../../shared/contract/index.ts';
+import { EVENT_HEADERS, eventAction, parseEvent, resourceKey } from '../../shared/contract/index.ts';
 import type { ParseErrorCode } from '../../shared/contract/index.ts';
 import { createKafka } from '../../shared/kafka/client.ts';
 import { createLogger, type Logger } from '../../shared/logging/logger.ts';
 import { startAdminServer } from '../../shared/observability/admin-server.ts';
 import { SIGNATURE_HEADERS, verifySignature } from '../../shared/signing/index.ts';
 import type { WebhookSource } from '../../shared/sources/index.ts';
-import { isJsonContentType, readRawBody, singleHeader } from './http-input.ts';
+import { isJsonContentType, readRawBody, singleHeader, type HeaderResult } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
 import { BatchingPublisher, PublishError } from './publisher.ts';
 
@@ -82,7 +82,15 @@ export const ingressDefaults = {
 const WEBHOOK_PATH = /^\/webhooks\/([^/?#%]+)\/?(?:\?|$)/i;
 
 const UNAUTHORIZED = JSON.stringify({ error: 'unauthorized' });
-const OPTIONAL_HEADERS = { eventType: 'x-webhook-event', idempotencyKey: 'x-idempotency-key' } as const;
+const OPTIONAL_HEADERS = {
+  eventType: 'x-webhook-event',
+  idempotencyKey: 'x-idempotency-key',
+  // The provider's attempt number for this delivery (1 = first); recorded, never trusted for anything else.
+  retry: 'x-webhook-retry',
+} as const;
+// Providers that follow the contract's other spelling send the id as X-Webhook-Event-Id.
+const ID_HEADER_ALIASES: Readonly<Record<string, string>> = { 'x-webhook-id': 'x-webhook-event-id' };
+const RETRY_VALUE = /^\d{1,9}$/;
 
 interface Outcome {
   status: number;
@@ -90,6 +98,7 @@ interface Outcome {
   reason: string;
   eventId?: string;
   eventType?: string;
+  deliveryAttempt?: number;
   tenant?: string;
   resource?: string;
   bodySha256?: string;
@@ -102,6 +111,7 @@ const PARSE_STATUS: Record<ParseErrorCode, number> = {
   invalid_json: 400,
   too_deep: 400,
   forbidden_key: 400,
+  invalid_string: 422,
   unknown_event_version: 422,
   invalid_envelope: 422,
   invalid_data: 422,
@@ -156,21 +166,36 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     }
 
     const names = SIGNATURE_HEADERS[source.scheme];
-    const id = singleHeader(req, names.id);
-    const timestamp = singleHeader(req, names.timestamp);
+    const id = idHeader(req, names.id);
+    const timestamp = names.timestamp === undefined ? undefined : singleHeader(req, names.timestamp);
     const signature = singleHeader(req, names.signature);
     const eventTypeHeader = singleHeader(req, OPTIONAL_HEADERS.eventType);
     const idempotencyHeader = singleHeader(req, OPTIONAL_HEADERS.idempotencyKey);
-    for (const [name, header] of [[names.id, id], [names.timestamp, timestamp], [names.signature, signature]] as const) {
+    const retryHeader = singleHeader(req, OPTIONAL_HEADERS.retry);
+    const required: Array<readonly [string, HeaderResult]> = [[names.id, id], [names.signature, signature]];
+    if (names.timestamp !== undefined && timestamp !== undefined) required.splice(1, 0, [names.timestamp, timestamp]);
+    for (const [name, header] of required) {
       if (!header.ok || header.value === undefined || header.value === '') {
         const reason = header.ok ? 'missing_header' : 'repeated_header';
         metrics.signatureFailures.inc({ source: source.id, reason });
         return { status: 400, body: errorBody('bad_request', `${reason.replace('_', ' ')}: ${name}`), reason, closeConnection: unboundedBody };
       }
     }
-    if (!eventTypeHeader.ok || !idempotencyHeader.ok) {
+    if (id.conflict) {
+      return { status: 400, body: errorBody('event_id_mismatch', `${names.id} and ${ID_HEADER_ALIASES[names.id]} differ`), reason: 'event_id_mismatch', closeConnection: unboundedBody };
+    }
+    if (!eventTypeHeader.ok || !idempotencyHeader.ok || !retryHeader.ok) {
       return { status: 400, body: errorBody('bad_request', 'repeated header'), reason: 'repeated_header', closeConnection: unboundedBody };
     }
+    if (retryHeader.value !== undefined && !RETRY_VALUE.test(retryHeader.value)) {
+      return {
+        status: 400,
+        body: errorBody('bad_request', `${OPTIONAL_HEADERS.retry} must be a non-negative integer`),
+        reason: 'malformed_retry_header',
+        closeConnection: unboundedBody,
+      };
+    }
+    const deliveryAttempt = retryHeader.value === undefined ? undefined : Number(retryHeader.value);
 
     const read = await readRawBody(req, settings.bodyLimitBytes);
     if (read.kind === 'aborted') return undefined;
@@ -181,7 +206,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     const verified = verifySignature({
       scheme: source.scheme,
       secrets: source.secrets,
-      headers: { id: id.value, timestamp: timestamp.value, signature: signature.value },
+      headers: { id: id.value, timestamp: timestamp?.value, signature: signature.value },
       rawBody,
       now: nowSeconds(),
       toleranceSeconds: source.toleranceSeconds,
@@ -200,7 +225,17 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     }
     const envelope = parsed.envelope;
     const key = resourceKey(envelope);
-    const described = { eventId: envelope.event_id, eventType: envelope.event_type, tenant: envelope.tenant_id, resource: key, bodySha256: parsed.bodySha256 };
+    // The event type becomes a metric label only once it is one the source may publish: label
+    // values stay bounded by configuration, whatever a caller sends.
+    const typeAllowed = source.resourceTypes.includes(envelope.resource.type);
+    const described = {
+      eventId: envelope.event_id,
+      eventType: typeAllowed ? envelope.event_type : undefined,
+      deliveryAttempt,
+      tenant: envelope.tenant_id,
+      resource: key,
+      bodySha256: parsed.bodySha256,
+    };
     if (envelope.event_id !== id.value) {
       return { ...described, status: 400, body: errorBody('event_id_mismatch', `${names.id} must equal event_id`), reason: 'event_id_mismatch' };
     }
@@ -215,19 +250,34 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
         reason: 'idempotency_key_mismatch',
       };
     }
+    if (!typeAllowed) {
+      const allowed = source.resourceTypes.join(', ');
+      return {
+        ...described,
+        status: 422,
+        body: errorBody('resource_type_not_allowed', `resource type "${envelope.resource.type}" is not one this source publishes (${allowed})`),
+        reason: 'resource_type_not_allowed',
+      };
+    }
     if (!source.tenants.includes(envelope.tenant_id)) {
       return { ...described, status: 403, body: errorBody('forbidden', 'source may not publish for this tenant'), reason: 'tenant_not_allowed' };
     }
+    const strict = source.strictSchemas?.[envelope.resource.type];
+    if (strict !== undefined && eventAction(envelope) !== 'delete') {
+      const problem = strict.check(envelope.data);
+      if (problem !== undefined) return { ...described, status: 422, body: errorBody('invalid_data', problem), reason: 'strict_schema' };
+    }
 
     const headers: Record<string, string> = {
-      'event-id': envelope.event_id,
-      source: source.id,
-      'received-at': receivedAt.toISOString(),
-      'secret-id': verified.secretId,
-      'body-sha256': parsed.bodySha256,
-      'event-type': envelope.event_type,
+      [EVENT_HEADERS.eventId]: envelope.event_id,
+      [EVENT_HEADERS.source]: source.id,
+      [EVENT_HEADERS.receivedAt]: receivedAt.toISOString(),
+      [EVENT_HEADERS.secretId]: verified.secretId,
+      [EVENT_HEADERS.bodySha256]: parsed.bodySha256,
+      [EVENT_HEADERS.eventType]: envelope.event_type,
     };
-    if (envelope.idempotency_key !== undefined) headers['idempotency-key'] = envelope.idempotency_key;
+    if (envelope.idempotency_key !== undefined) headers[EVENT_HEADERS.idempotencyKey] = envelope.idempotency_key;
+    if (deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(deliveryAttempt);
     try {
       // The raw bytes go to Kafka unchanged: consumers verify the same body-sha256 the provider sent.
       await publisher.publish({ key, value: rawBody, headers });
@@ -262,6 +312,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       resource: outcome.resource,
       status: outcome.status,
       reason: outcome.reason,
+      delivery_attempt: outcome.deliveryAttempt,
       latency_ms: Math.round(latencyMs * 100) / 100,
       body_sha256: outcome.bodySha256,
     };
@@ -384,6 +435,18 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     activeRequests: () => active,
     close: () => (closed ??= shutdown()),
   };
+}
+
+/** The id header, or its alias; `conflict` when both are sent with different values. */
+function idHeader(req: IncomingMessage, name: string): HeaderResult & { conflict?: boolean } {
+  const primary = singleHeader(req, name);
+  const aliasName = ID_HEADER_ALIASES[name];
+  if (aliasName === undefined || !primary.ok) return primary;
+  const alias = singleHeader(req, aliasName);
+  if (!alias.ok) return alias;
+  if (primary.value === undefined) return alias;
+  if (alias.value !== undefined && alias.value !== primary.value) return { ...primary, conflict: true };
+  return primary;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

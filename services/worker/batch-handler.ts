@@ -71,7 +71,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         body_sha256: result.bodySha256,
         reason: result.reason,
       };
-      if (result.outcome === 'quarantined') eventLogger.warn(fields, 'anomaly: event_id seen before with a different body');
+      if (result.outcome === 'quarantined') eventLogger.warn(fields, 'anomaly: event_id seen before with different content');
       else if (result.outcome === 'invalid') eventLogger.warn(fields, 'invalid event');
       else eventLogger.info(fields, 'event processed');
     };

@@ -1,14 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
-import { decideOutcomes, type KnownInboxRow, type KnownState } from './decide.ts';
+import { eventAction, eventFingerprint, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
+import { decideOutcomes, tenantScopedKey, type KnownInboxRow, type KnownState } from './decide.ts';
 import type { ParsedEvent } from './types.ts';
 
-function parsed(envelope: EventEnvelope, sha = `sha-${envelope.event_id}`): ParsedEvent {
+function parsed(envelope: EventEnvelope): ParsedEvent {
   return {
     record: { topic: 't', partition: 0, offset: '0', key: null, value: null },
     envelope,
-    bodySha256: sha,
+    bodySha256: `sha-${JSON.stringify(envelope)}`,
     bytes: Buffer.from(JSON.stringify(envelope)),
+    fingerprint: eventFingerprint(envelope),
+    deliveryAttempt: envelope.delivery_attempt,
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),
   };
@@ -40,18 +42,32 @@ describe('decideOutcomes', () => {
     expect(run([parsed(ev(50, { event_type: 'theme.deleted' })), parsed(ev(49))])).toEqual(['applied', 'stale']);
   });
 
-  it('same event_id: same body is a duplicate, another body is quarantined', () => {
+  it('same event_id: the same content is a duplicate, other content is quarantined', () => {
     const e = ev(1);
-    expect(run([parsed(e), parsed(e), parsed(e, 'other')])).toEqual(['applied', 'duplicate', 'quarantined']);
+    const changed = { ...e, data: { ...e.data, name: 'Changed' } };
+    expect(run([parsed(e), parsed(e), parsed(changed)])).toEqual(['applied', 'duplicate', 'quarantined']);
+  });
+
+  it("a provider's redelivery (another delivery_attempt, other key order) is a duplicate, never an anomaly", () => {
+    const e = ev(1, { delivery_attempt: 1 });
+    const again = { ...e, delivery_attempt: 2 };
+    const reordered = Object.fromEntries(Object.entries(e).reverse()) as EventEnvelope;
+    expect(run([parsed(e), parsed(again), parsed(reordered)])).toEqual(['applied', 'duplicate', 'duplicate']);
+  });
+
+  it('event ids are scoped to their tenant: the same id under two tenants is two events', () => {
+    const a = ev(1, { event_id: 'evt_same', tenant_id: 'tenant_a' });
+    const b = ev(1, { event_id: 'evt_same', tenant_id: 'tenant_b' });
+    expect(run([parsed(a), parsed(b)])).toEqual(['applied', 'applied']);
   });
 
   it('settles a pending inbox row (retrying) instead of calling it a duplicate', () => {
     const e = ev(1);
-    const inbox = new Map([[e.event_id, { bodySha256: `sha-${e.event_id}`, status: 'retrying' }]]);
+    const inbox = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { fingerprint: eventFingerprint(e), status: 'retrying' }]]);
     expect(run([parsed(e), parsed(e)], inbox)).toEqual(['applied', 'duplicate']);
   });
 
-  it('an idempotency key repeated under a new event_id is a duplicate of the first', () => {
+  it('an idempotency key repeated under a new event_id is a duplicate of the event that applied it', () => {
     const a = ev(1, { idempotency_key: 'k' });
     const b = ev(2, { idempotency_key: 'k' });
     const decisions = decideOutcomes([parsed(a), parsed(b)], new Map(), new Map(), new Map());
@@ -59,5 +75,18 @@ describe('decideOutcomes', () => {
       ['applied', undefined],
       ['duplicate', a.event_id],
     ]);
+  });
+
+  it('a stale event does not claim its idempotency key: the corrected republish applies', () => {
+    const states = new Map([[resourceKey(ev(1)), { version: 5, deleted: false }]]);
+    const stale = ev(1, { idempotency_key: 'k' });
+    const corrected = ev(6, { idempotency_key: 'k' });
+    expect(run([parsed(stale), parsed(corrected)], new Map(), states)).toEqual(['stale', 'applied']);
+  });
+
+  it('idempotency keys are scoped to their tenant', () => {
+    const a = ev(1, { idempotency_key: 'k', tenant_id: 'tenant_a' });
+    const b = ev(1, { idempotency_key: 'k', tenant_id: 'tenant_b' });
+    expect(run([parsed(a), parsed(b)])).toEqual(['applied', 'applied']);
   });
 });

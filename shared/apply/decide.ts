@@ -1,7 +1,8 @@
 import type { ApplyOutcome, ParsedEvent } from './types.ts';
 
 export interface KnownInboxRow {
-  bodySha256: string;
+  /** Of the canonical envelope without delivery-only fields (shared/contract/fingerprint.ts). */
+  fingerprint: string;
   status: string;
 }
 
@@ -19,14 +20,16 @@ export interface Decision {
   /** Write (insert, or settle a pending row) this event's inbox row. */
   writeInbox: boolean;
   duplicateOf?: string;
-  originalBodySha256?: string;
 }
+
+export const QUARANTINE_REASON = 'event_id seen before with different content';
 
 /** Rows a failure path left behind (retry chain, DLQ); applying the same body again settles them. */
 export const PENDING_INBOX_STATUSES: ReadonlySet<string> = new Set(['received', 'retrying', 'dead_lettered']);
 
-export function idempotencyIndexKey(tenantId: string, idempotencyKey: string): string {
-  return `${tenantId}\u0000${idempotencyKey}`;
+/** Event ids and idempotency keys are scoped to their tenant (NUL never occurs in either: the ingress refuses it). */
+export function tenantScopedKey(tenantId: string, value: string): string {
+  return `${tenantId}\u0000${value}`;
 }
 
 /**
@@ -43,18 +46,14 @@ export function decideOutcomes(
   const decisions: Decision[] = [];
   for (const event of events) {
     const { envelope } = event;
-    const known = inbox.get(envelope.event_id);
+    const eventKey = tenantScopedKey(envelope.tenant_id, envelope.event_id);
+    const known = inbox.get(eventKey);
     const stored = states.get(event.resourceKey);
     const storedVersion = stored ? stored.version : null;
     const base = { event, storedVersion, versionGap: false };
-    if (known && known.bodySha256 !== event.bodySha256) {
-      decisions.push({
-        ...base,
-        outcome: 'quarantined',
-        reason: 'event_id seen before with a different body',
-        writeInbox: false,
-        originalBodySha256: known.bodySha256,
-      });
+    // A redelivery (other delivery_attempt, whitespace or key order) has the same fingerprint.
+    if (known && known.fingerprint !== event.fingerprint) {
+      decisions.push({ ...base, outcome: 'quarantined', reason: QUARANTINE_REASON, writeInbox: false });
       continue;
     }
     if (known && !PENDING_INBOX_STATUSES.has(known.status)) {
@@ -62,10 +61,10 @@ export function decideOutcomes(
       continue;
     }
     const idemKey =
-      envelope.idempotency_key === undefined ? undefined : idempotencyIndexKey(envelope.tenant_id, envelope.idempotency_key);
+      envelope.idempotency_key === undefined ? undefined : tenantScopedKey(envelope.tenant_id, envelope.idempotency_key);
     const firstWithKey = idemKey === undefined ? undefined : idempotency.get(idemKey);
     if (firstWithKey !== undefined && firstWithKey !== envelope.event_id) {
-      inbox.set(envelope.event_id, { bodySha256: event.bodySha256, status: 'duplicate' });
+      inbox.set(eventKey, { fingerprint: event.fingerprint, status: 'duplicate' });
       decisions.push({
         ...base,
         outcome: 'duplicate',
@@ -90,8 +89,10 @@ export function decideOutcomes(
       versionGap = stored !== undefined && version > stored.version + 1;
       states.set(event.resourceKey, { version, deleted: event.action === 'delete' });
     }
-    inbox.set(envelope.event_id, { bodySha256: event.bodySha256, status: outcome });
-    if (idemKey !== undefined) idempotency.set(idemKey, envelope.event_id);
+    inbox.set(eventKey, { fingerprint: event.fingerprint, status: outcome });
+    // Only the event that applied claims its key: a stale or failed one must not block the
+    // corrected republish of the same business effect.
+    if (idemKey !== undefined && outcome === 'applied') idempotency.set(idemKey, envelope.event_id);
     decisions.push({ ...base, outcome, ...(reason === undefined ? {} : { reason }), versionGap, writeInbox: true });
   }
   return decisions;

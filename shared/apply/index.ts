@@ -1,6 +1,6 @@
 export { SnapshotApplier } from './snapshot-applier.ts';
 export type { SnapshotApplierOptions } from './snapshot-applier.ts';
-export { decideOutcomes, PENDING_INBOX_STATUSES } from './decide.ts';
+export { decideOutcomes, PENDING_INBOX_STATUSES, QUARANTINE_REASON, tenantScopedKey } from './decide.ts';
 export type { Decision, KnownInboxRow, KnownState } from './decide.ts';
 export {
   APPLIED_HEADER_EVENT_ID,
@@ -13,4 +13,4 @@ export {
 export type { AppliedRecord } from './applied-record.ts';
 export * as applySql from './sql.ts';
 export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
-export { toSourceRecord } from './source-record.ts';
+export { deliveryAttemptOf, headerString, toSourceRecord } from './source-record.ts';

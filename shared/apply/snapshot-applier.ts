@@ -1,12 +1,13 @@
 import { withTransaction } from '../db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
-import { eventAction, parseEvent, resourceKey } from '../contract/index.ts';
+import { EVENT_HEADERS, eventAction, eventFingerprint, parseEvent, resourceKey } from '../contract/index.ts';
 import { BridgeError } from '../errors/bridge-error.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
-import { decideOutcomes, idempotencyIndexKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
+import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { booleanArray, integerArray, PackedBytes, textArray } from './pg-params.ts';
 import { BEGIN_APPLY_TRANSACTION, LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
-import type { ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
+import { deliveryAttemptOf, headerString } from './source-record.ts';
+import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
   pool: Pool;
@@ -62,13 +63,14 @@ export class SnapshotApplier {
     // Locked first, read after: the reads then see every commit made under these keys.
     await client.query(LOCK_RESOURCE_KEYS, [textArray(keys)]);
 
-    const eventIds = [...new Set(events.map((e) => e.envelope.event_id))];
+    const eventIds = [...new Map(events.map((e) => [tenantScopedKey(e.envelope.tenant_id, e.envelope.event_id), e.envelope])).values()];
     const withKeys = events.filter((e) => e.envelope.idempotency_key !== undefined);
     const resources = [...new Map(events.map((e) => [e.resourceKey, e.envelope])).values()];
-    const context = await client.query<{ kind: string; a: string; b: string; c: string; version: string | null; deleted: boolean | null }>(
+    const context = await client.query<ChunkContextRow>(
       READ_CHUNK_CONTEXT,
       [
-        textArray(eventIds),
+        textArray(eventIds.map((e) => e.tenant_id)),
+        textArray(eventIds.map((e) => e.event_id)),
         textArray(withKeys.map((e) => e.envelope.tenant_id)),
         textArray(withKeys.map((e) => e.envelope.idempotency_key)),
         textArray(resources.map((e) => e.tenant_id)),
@@ -80,8 +82,8 @@ export class SnapshotApplier {
     const idempotency = new Map<string, string>();
     const states = new Map<string, KnownState>();
     for (const r of context.rows) {
-      if (r.kind === 'inbox') inbox.set(r.a, { bodySha256: r.b, status: r.c });
-      else if (r.kind === 'idem') idempotency.set(idempotencyIndexKey(r.a, r.b), r.c);
+      if (r.kind === 'inbox') inbox.set(tenantScopedKey(r.a, r.b), { fingerprint: r.d ?? legacyFingerprint(r.e), status: r.c });
+      else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.a, r.b), r.c);
       else {
         const key = resourceKey({ tenant_id: r.a, resource: { type: r.b, id: r.c, version: 0 } });
         states.set(key, { version: Number(r.version), deleted: r.deleted === true });
@@ -114,7 +116,7 @@ export class SnapshotApplier {
     const anomalyJson = anomalyRows.map((d) => ({
       event_id: env(d).event_id,
       body_sha256: d.event.bodySha256,
-      original_body_sha256: d.originalBodySha256 ?? null,
+      fingerprint: d.event.fingerprint,
       payload: d.event.bytes.toString('utf8'),
       tenant_id: env(d).tenant_id,
       resource_type: env(d).resource.type,
@@ -158,6 +160,9 @@ export class SnapshotApplier {
       ints(outboxRows, (d) => d.event.record.offset),
       ...outboxPayloads.params(),
       JSON.stringify(anomalyJson),
+      text(inboxRows, (d) => d.event.fingerprint),
+      // 'NULL' is the array literal's null element: most deliveries carry no attempt number.
+      ints(inboxRows, (d) => d.event.deliveryAttempt ?? 'NULL'),
     ]);
     const counts = written.rows[0]!;
     if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');
@@ -166,13 +171,30 @@ export class SnapshotApplier {
   }
 }
 
-function headerString(value: RecordHeaderValue): string | undefined {
-  const first = Array.isArray(value) ? value[0] : value;
-  return first === undefined ? undefined : first.toString();
+interface ChunkContextRow {
+  kind: 'inbox' | 'idem' | 'state';
+  a: string;
+  b: string;
+  c: string;
+  d: string | null;
+  e: string | null;
+  version: string | null;
+  deleted: boolean | null;
+}
+
+/**
+ * The fingerprint of a row written before fingerprints were stored, from its payload. A payload
+ * that no longer parses cannot be compared: '' differs from every fingerprint, so a delivery under
+ * that id is reported as an anomaly rather than guessed to be a duplicate.
+ */
+function legacyFingerprint(payload: string | null): string {
+  if (payload === null) return '';
+  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
+  return parsed.ok ? eventFingerprint(parsed.envelope) : '';
 }
 
 function receivedAt(record: SourceRecord): string | null {
-  const header = headerString(record.headers?.['received-at']);
+  const header = headerString(record.headers?.[EVENT_HEADERS.receivedAt]);
   if (header !== undefined) {
     const asNumber = Number(header);
     const date = Number.isFinite(asNumber) && /^\d+$/.test(header) ? new Date(asNumber) : new Date(header);
@@ -205,6 +227,8 @@ function parseRecord(record: SourceRecord): Parsed {
       envelope,
       bodySha256: result.bodySha256,
       bytes: Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes),
+      fingerprint: eventFingerprint(envelope),
+      deliveryAttempt: deliveryAttemptOf(record, envelope),
       resourceKey: resourceKey(envelope),
       action: eventAction(envelope),
     },

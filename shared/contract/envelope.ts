@@ -7,7 +7,9 @@ export type EventVersion = (typeof SUPPORTED_EVENT_VERSIONS)[number];
 // that would make the key ambiguous or awkward in logs and CLIs is kept out.
 export const KEY_SEGMENT_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
 export const RESOURCE_TYPE_PATTERN = /^[a-z][a-z0-9_]{0,49}$/;
-export const EVENT_TYPE_PATTERN = /^[a-z][a-z0-9_]{0,49}\.[a-z][a-z0-9_]{0,49}$/;
+/** The three actions of the contract; anything else (`theme.exploded`) is refused at the door. */
+export const EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
+export const EVENT_TYPE_PATTERN = /^[a-z][a-z0-9_]{0,49}\.(?:created|updated|deleted)$/;
 
 const keySegment = (what: string) =>
   z
@@ -44,7 +46,10 @@ export const eventEnvelopeSchema = z
     event_type: z
       .string()
       .regex(EVENT_TYPE_PATTERN)
-      .meta({ description: '<resource>.<action>, e.g. theme.created, theme.updated, theme.deleted' }),
+      .meta({
+        description:
+          '<resource type>.created|updated|deleted, for a resource type the source may publish (configured per source)',
+      }),
     event_version: z.literal(1).meta({ description: 'Contract version; unknown versions are rejected' }),
     occurred_at: occurredAtSchema,
     delivery_attempt: z.int().min(1).optional(),
@@ -62,7 +67,8 @@ export const eventEnvelopeSchema = z
       .meta({
         description:
           'Full snapshot of the resource, required unless the action is "deleted" (then absent or {}). ' +
-          'Its schema depends on resource.type (theme: theme-snapshot.v1.schema.json).',
+          'The provider\'s own model, carried through unchanged; for themes a few fields are checked when present ' +
+          '(theme-snapshot.v1.schema.json).',
       }),
   })
   .superRefine((envelope, ctx) => {

@@ -1,6 +1,7 @@
 export {
   checkEventVersion,
   eventAction,
+  EVENT_ACTIONS,
   eventEnvelopeSchema,
   EVENT_TYPE_PATTERN,
   KEY_SEGMENT_PATTERN,
@@ -11,6 +12,8 @@ export {
 } from './envelope.ts';
 export type { EventAction, EventEnvelope, EventVersion, EventVersionCheck } from './envelope.ts';
 export {
+  CHECKSUM_PATTERN,
+  COLOUR_PATTERN,
   isValidTimeZone,
   themeAssetSchema,
   themeLayoutSchema,
@@ -18,9 +21,11 @@ export {
   themeSnapshotSchema,
 } from './theme-snapshot.ts';
 export type { ThemeSnapshot } from './theme-snapshot.ts';
-export { checkStructure, DEFAULT_MAX_DEPTH, findDuplicateKey, FORBIDDEN_KEYS, parseEvent } from './parse-event.ts';
+export { checkStructure, DEFAULT_MAX_DEPTH, findDuplicateKey, FORBIDDEN_KEYS, isStorableString, parseEvent } from './parse-event.ts';
+export { DELIVERY_ONLY_FIELDS, eventFingerprint } from './fingerprint.ts';
 export type { ParseErrorCode, ParseEventOptions, ParseEventResult } from './parse-event.ts';
-export { sampleThemeEvent, sampleThemeSnapshot } from './sample.ts';
+export { contractExampleEvent, sampleThemeEvent, sampleThemeSnapshot } from './sample.ts';
 export type { SampleThemeEventOverrides } from './sample.ts';
 export { renderJsonSchemas, SCHEMAS_DIRECTORY } from './json-schema.ts';
 export type { SchemaFile } from './json-schema.ts';
+export { EVENT_HEADERS } from './event-headers.ts';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { eventAction, resourceKey } from './envelope.ts';
 import { findDuplicateKey, parseEvent } from './parse-event.ts';
 import type { ParseErrorCode } from './parse-event.ts';
-import { sampleThemeEvent } from './sample.ts';
+import { contractExampleEvent, sampleThemeEvent } from './sample.ts';
 
 const encode = (value: unknown) => Buffer.from(JSON.stringify(value));
 
@@ -19,6 +19,13 @@ function withData(patch: (data: Record<string, any>) => void) {
 }
 
 describe('parseEvent: valid events', () => {
+  it("accepts the contract's own example exactly as written, and returns it unchanged", () => {
+    const bytes = encode(contractExampleEvent());
+    const result = parseEvent(bytes);
+    expect(result.ok, result.ok ? '' : result.message).toBe(true);
+    if (result.ok) expect(result.envelope).toEqual(contractExampleEvent());
+  });
+
   it('accepts the sample theme event and hashes the raw bytes', () => {
     const bytes = encode(sampleThemeEvent({ event_id: 'evt_1' }));
     const result = parseEvent(bytes);
@@ -34,14 +41,7 @@ describe('parseEvent: valid events', () => {
       event_type: 'theme.created',
       occurred_at: '2025-03-01T10:15:30.123+01:00',
       idempotency_key: 'editor-save-42',
-      data: {
-        slug: 'plain',
-        name: 'Plain',
-        status: 'draft',
-        palette: { primary: '#000000', background: '#ffffff', text: '#111111' },
-        layout: { clockStyle: 'analog', showSeconds: false, timezone: 'UTC' },
-        assets: [],
-      },
+      data: { slug: 'plain', name: 'Plain' },
     });
     delete event.delivery_attempt;
     expect(parseEvent(encode(event)).ok).toBe(true);
@@ -93,7 +93,7 @@ describe('parseEvent: byte and JSON level', () => {
   it.each(['__proto__', 'constructor', 'prototype'])('rejects the key %s anywhere', (key) => {
     const top = JSON.stringify(sampleThemeEvent()).replace('{', `{"${key}":{"polluted":true},`);
     expectCode(Buffer.from(top), 'forbidden_key');
-    const nested = JSON.stringify(sampleThemeEvent()).replace('"palette":{', `"palette":{"${key}":1,`);
+    const nested = JSON.stringify(sampleThemeEvent()).replace('"palette":{', `"palette":{"${key}":"#000",`);
     expectCode(Buffer.from(nested), 'forbidden_key');
     const inArray = JSON.stringify(sampleThemeEvent()).replace('"assets":[', `"assets":[{"${key}":1},`);
     expectCode(Buffer.from(inArray), 'forbidden_key');
@@ -128,7 +128,8 @@ describe('parseEvent: envelope', () => {
     ['resource type differing from event_type', (e: any) => (e.resource.type = 'font')],
     ['upsert without data', (e: any) => delete e.data],
     ['data as an array', (e: any) => (e.data = [])],
-    ['resource type without a data contract', (e: any) => ((e.event_type = 'font.updated'), (e.resource.type = 'font'))],
+    ['an action outside created|updated|deleted', (e: any) => (e.event_type = 'theme.exploded')],
+    ['a resource type outside the key pattern', (e: any) => ((e.event_type = 'Font.updated'), (e.resource.type = 'Font'))],
   ])('rejects %s as invalid_envelope', (_name, mutate) => {
     const event: any = sampleThemeEvent();
     mutate(event);
@@ -147,34 +148,72 @@ describe('parseEvent: envelope', () => {
   });
 });
 
-describe('parseEvent: theme data', () => {
+describe('parseEvent: theme data (checked loosely: the provider owns its model)', () => {
   it.each([
-    ['bad colour', (d: any) => (d.palette.primary = '#12345')],
-    ['named colour', (d: any) => (d.palette.text = 'white')],
-    ['colour with alpha', (d: any) => (d.palette.accent = '#11223344')],
-    ['missing required colour', (d: any) => delete d.palette.background],
-    ['unknown palette key', (d: any) => (d.palette.border = '#000000')],
+    ['bad colour', (d: any) => (d.palette.background = '#12345')],
+    ['named colour', (d: any) => (d.palette.foreground = 'white')],
+    ['palette as a string', (d: any) => (d.palette = '#000000')],
     ['bad timezone', (d: any) => (d.layout.timezone = 'Mars/Olympus_Mons')],
-    ['lower-case timezone', (d: any) => (d.layout.timezone = 'europe/berlin')],
-    ['offset as timezone', (d: any) => (d.layout.timezone = '+01:00')],
-    ['bad clockStyle', (d: any) => (d.layout.clockStyle = 'sundial')],
-    ['string showSeconds', (d: any) => (d.layout.showSeconds = 'true')],
-    ['bad status', (d: any) => (d.status = 'live')],
-    ['non-kebab slug', (d: any) => (d.slug = 'Aurora_Night')],
-    ['empty name', (d: any) => (d.name = '')],
+    ['lower-case timezone', (d: any) => (d.layout.timezone = 'asia/jakarta')],
+    ['offset as timezone', (d: any) => (d.layout.timezone = '+07:00')],
+    ['layout as an array', (d: any) => (d.layout = [])],
     ['http asset', (d: any) => (d.assets[0].url = 'http://cdn.example.com/a.png')],
-    ['upper-case sha256', (d: any) => (d.assets[0].sha256 = d.assets[0].sha256.toUpperCase())],
-    ['short sha256', (d: any) => (d.assets[0].sha256 = 'abc')],
-    ['bad asset type', (d: any) => (d.assets[0].type = 'video')],
-    ['too many assets', (d: any) => (d.assets = Array(101).fill(d.assets[0]))],
-    ['unknown data key', (d: any) => (d.extra = 1)],
+    ['short checksum', (d: any) => (d.assets[0].checksum = 'sha256:abc')],
+    ['checksum of another algorithm', (d: any) => (d.assets[0].checksum = `sha1:${'a'.repeat(64)}`)],
+    ['assets as an object', (d: any) => (d.assets = { a: 1 })],
+    ['an asset that is not an object', (d: any) => (d.assets = ['https://cdn.example.com/a.png'])],
+    ['too many assets', (d: any) => (d.assets = Array(1001).fill(d.assets[0]))],
   ])('rejects %s as invalid_data', (_name, mutate) => {
     const result = expectCode(withData(mutate), 'invalid_data');
     expect(result.ok ? '' : result.message).toMatch(/^data[.:]/);
   });
 
+  it.each([
+    ['an unknown top-level field', (d: any) => (d.tags = ['dark', { nested: [1, null, true] }])],
+    ['an unknown palette role', (d: any) => (d.palette.border = '#000')],
+    ['a colour with alpha', (d: any) => (d.palette.accent = '#11223344')],
+    ['a nested palette group', (d: any) => (d.palette.gradients = { from: '#000', to: '#fff' })],
+    ['any status', (d: any) => (d.status = 'live')],
+    ['any clockStyle', (d: any) => (d.layout.clockStyle = 'sundial')],
+    ['a string showSeconds', (d: any) => (d.layout.showSeconds = 'true')],
+    ['no palette, layout or assets at all', (d: any) => (delete d.palette, delete d.layout, delete d.assets)],
+    ['a plain-hex checksum in upper case', (d: any) => (d.assets[0].checksum = 'A'.repeat(64))],
+    ['an asset without a checksum', (d: any) => delete d.assets[0].checksum],
+  ])('accepts %s, unchanged', (_name, mutate) => {
+    const bytes = withData(mutate);
+    const result = parseEvent(bytes);
+    expect(result.ok, result.ok ? '' : result.message).toBe(true);
+    if (result.ok) expect(result.envelope).toEqual(JSON.parse(bytes.toString('utf8')));
+  });
+
+  it("accepts other resource types' data as any object", () => {
+    const event = { ...sampleThemeEvent(), event_type: 'palette.updated', data: { anything: [1, { goes: true }] } };
+    event.resource = { ...event.resource, type: 'palette' };
+    expect(parseEvent(encode(event)).ok).toBe(true);
+  });
+
   it('rejects non-empty data on theme.deleted', () => {
     expectCode(encode(sampleThemeEvent({ event_type: 'theme.deleted' })), 'invalid_data');
+  });
+});
+
+describe('parseEvent: strings Postgres cannot store', () => {
+  it.each([
+    ['NUL in a value', '"name":"a\\u0000b"'],
+    ['a lone high surrogate', '"name":"a\\ud800"'],
+    ['a lone low surrogate', '"name":"\\udfffz"'],
+    ['NUL in a key', '"na\\u0000me":"x"'],
+    ['a lone surrogate in a key', '"\\ud800":"x"'],
+  ])('rejects %s as invalid_string (422), before any topic', (_name, fragment) => {
+    const text = JSON.stringify(sampleThemeEvent()).replace('"name":"Minimal Dark"', fragment);
+    expect(text).toContain(fragment);
+    const result = expectCode(Buffer.from(text), 'invalid_string');
+    expect(result.ok ? '' : result.message).toMatch(/cannot be stored/);
+  });
+
+  it('accepts a proper surrogate pair (an emoji) and other control escapes', () => {
+    const text = JSON.stringify(sampleThemeEvent()).replace('"name":"Minimal Dark"', '"name":"\\ud83c\\udf19 \\u0001\\t"');
+    expect(parseEvent(Buffer.from(text)).ok).toBe(true);
   });
 });
 

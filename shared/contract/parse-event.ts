@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { z } from 'zod';
 import { checkEventVersion, eventAction, eventEnvelopeSchema } from './envelope.ts';
 import type { EventEnvelope } from './envelope.ts';
-import { isCertainlyValidThemeEvent } from './fast-validate.ts';
+import { isCertainlyValidEvent } from './fast-validate.ts';
 import { themeSnapshotSchema } from './theme-snapshot.ts';
 
 export const DEFAULT_MAX_DEPTH = 32;
@@ -15,6 +15,7 @@ export type ParseErrorCode =
   | 'invalid_json'
   | 'too_deep'
   | 'forbidden_key'
+  | 'invalid_string'
   | 'unknown_event_version'
   | 'invalid_envelope'
   | 'invalid_data';
@@ -68,24 +69,24 @@ export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}
   const version = checkEventVersion(value);
   if (!version.ok) return failure(bodySha256, version.code, version.message);
 
-  // The common case, checked without zod; the parsed value then is the envelope (zod's output
-  // would be an equal copy). Anything else gets zod's verdict and messages below.
-  if (isCertainlyValidThemeEvent(value as Record<string, unknown>)) return { ok: true, envelope: value as EventEnvelope, bodySha256 };
+  // The envelope returned is always the parsed value itself, never zod's output: `data` must reach
+  // Postgres and the applied topic exactly as the provider sent it. The common case is checked
+  // without zod; anything else gets zod's verdict and messages below.
+  const envelope = value as EventEnvelope;
+  if (isCertainlyValidEvent(value as Record<string, unknown>)) return { ok: true, envelope, bodySha256 };
 
   const envelopeResult = eventEnvelopeSchema.safeParse(value);
   if (!envelopeResult.success) return failure(bodySha256, 'invalid_envelope', formatIssues(envelopeResult.error.issues));
-  const envelope = envelopeResult.data;
 
-  const dataSchema = dataSchemas[envelope.resource.type];
-  if (dataSchema === undefined) {
-    return failure(bodySha256, 'invalid_envelope', `resource.type "${envelope.resource.type}" has no data contract`);
-  }
   if (eventAction(envelope) === 'delete') {
     if (envelope.data !== undefined && Object.keys(envelope.data).length > 0) {
       return failure(bodySha256, 'invalid_data', `data must be absent or {} for ${envelope.event_type}`);
     }
     return { ok: true, envelope, bodySha256 };
   }
+  // Resource types without checks of their own (palettes, catalogues, ...) need only an object.
+  const dataSchema = dataSchemas[envelope.resource.type];
+  if (dataSchema === undefined) return { ok: true, envelope, bodySha256 };
   const dataResult = dataSchema.safeParse(envelope.data);
   if (!dataResult.success) return failure(bodySha256, 'invalid_data', formatIssues(dataResult.error.issues, ['data']));
   return { ok: true, envelope, bodySha256 };
@@ -96,25 +97,50 @@ function failure(bodySha256: string, code: ParseErrorCode, message: string): Par
   return { ok: false, code, message, bodySha256 };
 }
 
-type StructureProblem = { code: 'too_deep' | 'forbidden_key'; message: string };
+type StructureProblem = { code: 'too_deep' | 'forbidden_key' | 'invalid_string'; message: string };
+
+/**
+ * Postgres cannot store U+0000 in text or jsonb, nor a lone surrogate (JSON's `\ud800` escape
+ * parses to one): such a string would pass every other check, be acknowledged, and then fail the
+ * worker's whole chunk. It is refused at the door instead.
+ */
+export function isStorableString(value: string): boolean {
+  return value.isWellFormed() && !value.includes('\u0000');
+}
+
+interface PendingValue {
+  value: unknown;
+  depth: number;
+  /** Where the value sits, for the error message: the key it is under ('' at the root, '[]' in an array). */
+  under: string;
+}
 
 /** Depth counts containers: `{}` is depth 1, `{"a":[]}` is depth 2. */
 export function checkStructure(value: unknown, maxDepth: number = DEFAULT_MAX_DEPTH): StructureProblem | undefined {
-  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  const pending: PendingValue[] = [{ value, depth: 1, under: '' }];
   while (pending.length > 0) {
-    const { value: current, depth } = pending.pop()!;
+    const { value: current, depth, under } = pending.pop()!;
+    if (typeof current === 'string') {
+      if (!isStorableString(current)) return unstorable(`the value under ${JSON.stringify(under)}`);
+      continue;
+    }
     if (typeof current !== 'object' || current === null) continue;
     if (depth > maxDepth) return { code: 'too_deep', message: `nesting deeper than ${maxDepth}` };
     if (Array.isArray(current)) {
-      for (const item of current) pending.push({ value: item, depth: depth + 1 });
+      for (const item of current) pending.push({ value: item, depth: depth + 1, under: `${under}[]` });
       continue;
     }
     for (const key of Object.keys(current)) {
       if (FORBIDDEN_KEYS.has(key)) return { code: 'forbidden_key', message: `forbidden key ${JSON.stringify(key)}` };
-      pending.push({ value: (current as Record<string, unknown>)[key], depth: depth + 1 });
+      if (!isStorableString(key)) return unstorable(`a key under ${JSON.stringify(under)}`);
+      pending.push({ value: (current as Record<string, unknown>)[key], depth: depth + 1, under: key });
     }
   }
   return undefined;
+}
+
+function unstorable(where: string): StructureProblem {
+  return { code: 'invalid_string', message: `${where} contains U+0000 or a lone surrogate, which cannot be stored` };
 }
 
 const QUOTE = 0x22;

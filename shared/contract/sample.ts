@@ -1,37 +1,43 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEnvelope } from './envelope.ts';
-import type { ThemeSnapshot } from './theme-snapshot.ts';
 
 export type SampleThemeEventOverrides = Partial<Omit<EventEnvelope, 'resource'>> & {
   resource?: Partial<EventEnvelope['resource']>;
 };
 
-export function sampleThemeSnapshot(): ThemeSnapshot {
+/** The snapshot of the contract's own example event (a provider's model, as it sends it). */
+export function sampleThemeSnapshot(): Record<string, unknown> {
   return {
-    slug: 'aurora-night',
-    name: 'Aurora Night',
-    status: 'published',
-    palette: {
-      primary: '#3B82F6',
-      secondary: '#10B981',
-      background: '#0F172A',
-      surface: '#1E293B',
-      text: '#F8FAFC',
-      accent: '#F59E0B',
-    },
-    layout: { clockStyle: 'digital', showSeconds: true, timezone: 'Europe/Berlin' },
+    slug: 'minimal-dark',
+    name: 'Minimal Dark',
+    status: 'active',
+    palette: { background: '#0B0B0C', foreground: '#F5F7FA', accent: '#7C5CFF' },
+    layout: { clockStyle: 'split-flap', showSeconds: false, timezone: 'Asia/Jakarta' },
     assets: [
       {
-        type: 'image',
-        url: 'https://cdn.example.com/themes/aurora-night/background.webp',
-        sha256: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
-      },
-      {
-        type: 'font',
-        url: 'https://cdn.example.com/fonts/inter-variable.woff2',
-        sha256: '2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae',
+        type: 'thumbnail',
+        url: 'https://cdn.example.com/themes/thm_123/thumb.png',
+        checksum: 'sha256:3d4f2bf07dc1be38b20cd6e46949a1071f9d0e3d5b3a5e36d3f0e3a8a0c6b2f1',
       },
     ],
+  };
+}
+
+/**
+ * The contract's example event exactly as the contract writes it (theme.updated, thm_123 at
+ * version 42), for documentation and tests; the digest is spelled out in full.
+ */
+export function contractExampleEvent(): EventEnvelope {
+  return {
+    event_id: 'evt_01J9X8A7P3Q4K5M6N7R8S9T0U1',
+    event_type: 'theme.updated',
+    event_version: 1,
+    occurred_at: '2026-08-27T10:15:30Z',
+    delivery_attempt: 1,
+    tenant_id: 'tenant_acme',
+    idempotency_key: 'theme:thm_123:v42',
+    resource: { type: 'theme', id: 'thm_123', version: 42 },
+    data: sampleThemeSnapshot(),
   };
 }
 
@@ -51,6 +57,6 @@ export function sampleThemeEvent(overrides: SampleThemeEventOverrides = {}): Eve
     tenant_id: 'tenant_acme',
     data: sampleThemeSnapshot(),
     ...rest,
-    resource: { type: 'theme', id: 'theme_aurora-night', version: Date.now(), ...resource },
+    resource: { type: 'theme', id: 'thm_minimal-dark', version: Date.now(), ...resource },
   };
 }

@@ -23,6 +23,7 @@ export const PERMANENT_CODES: ReadonlySet<string> = new Set([
   'invalid_json',
   'too_deep',
   'forbidden_key',
+  'invalid_string',
   'invalid_envelope',
   'unknown_event_version',
   'invalid_data',

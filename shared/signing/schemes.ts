@@ -1,9 +1,10 @@
-export const SIGNATURE_SCHEMES = ['hmac-sha256', 'standard-webhooks'] as const;
+export const SIGNATURE_SCHEMES = ['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const;
 export type SignatureScheme = (typeof SIGNATURE_SCHEMES)[number];
 
 export interface SignatureHeaderNames {
   id: string;
-  timestamp: string;
+  /** Absent for a scheme that signs no timestamp (hmac-sha256-body): it has no replay window. */
+  timestamp?: string;
   signature: string;
 }
 
@@ -11,7 +12,31 @@ export interface SignatureHeaderNames {
 export const SIGNATURE_HEADERS: Readonly<Record<SignatureScheme, SignatureHeaderNames>> = {
   'hmac-sha256': { id: 'x-webhook-id', timestamp: 'x-webhook-timestamp', signature: 'x-webhook-signature' },
   'standard-webhooks': { id: 'webhook-id', timestamp: 'webhook-timestamp', signature: 'webhook-signature' },
+  'hmac-sha256-body': { id: 'x-webhook-id', signature: 'x-webhook-signature' },
 };
+
+/**
+ * How one MAC is written in the signature header: `<tag><separator><mac in encoding>`, several
+ * entries separated by spaces. hmac-sha256 `v1=<hex>`, standard-webhooks `v1,<base64>`,
+ * hmac-sha256-body `sha256=<hex>` (GitHub-style).
+ */
+export interface SignatureFormat {
+  tag: string;
+  separator: '=' | ',';
+  encoding: 'hex' | 'base64';
+}
+
+export const SIGNATURE_FORMATS: Readonly<Record<SignatureScheme, SignatureFormat>> = {
+  'hmac-sha256': { tag: 'v1', separator: '=', encoding: 'hex' },
+  'standard-webhooks': { tag: 'v1', separator: ',', encoding: 'base64' },
+  'hmac-sha256-body': { tag: 'sha256', separator: '=', encoding: 'hex' },
+};
+
+/** One signature header entry for an HMAC-SHA256 over signedContent. */
+export function formatSignature(scheme: SignatureScheme, mac: Uint8Array): string {
+  const { tag, separator, encoding } = SIGNATURE_FORMATS[scheme];
+  return `${tag}${separator}${Buffer.from(mac).toString(encoding)}`;
+}
 
 const STANDARD_SECRET_PREFIX = 'whsec_';
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -25,14 +50,25 @@ export function decodeStandardSecret(secret: string): Buffer {
   return Buffer.from(encoded, 'base64');
 }
 
+/** standard-webhooks: the decoded base64 secret; hmac-sha256 and hmac-sha256-body: the UTF-8 secret. */
 export function signingKey(scheme: SignatureScheme, secret: string): Buffer {
   if (scheme === 'standard-webhooks') return decodeStandardSecret(secret);
-  if (secret.length === 0) throw new TypeError('hmac-sha256 secret must not be empty');
+  if (secret.length === 0) throw new TypeError(`${scheme} secret must not be empty`);
   return Buffer.from(secret, 'utf8');
 }
 
-/** hmac-sha256 signs `timestamp.body`; Standard Webhooks signs `id.timestamp.body`. */
-export function signedContent(scheme: SignatureScheme, id: string, timestamp: string, body: Uint8Array): Buffer {
-  const prefix = scheme === 'standard-webhooks' ? `${id}.${timestamp}.` : `${timestamp}.`;
-  return Buffer.concat([Buffer.from(prefix, 'utf8'), body]);
+/**
+ * What goes before the body in the signed content: `timestamp.` for hmac-sha256,
+ * `id.timestamp.` for Standard Webhooks, nothing for hmac-sha256-body (the body alone).
+ * The timestamp is the header's string exactly as sent.
+ */
+export function signedPrefix(scheme: SignatureScheme, id: string, timestamp: string | undefined): string {
+  if (scheme === 'hmac-sha256-body') return '';
+  if (timestamp === undefined) throw new TypeError(`${scheme} signs a timestamp; none was given`);
+  return scheme === 'standard-webhooks' ? `${id}.${timestamp}.` : `${timestamp}.`;
+}
+
+/** hmac-sha256 signs `timestamp.body`; Standard Webhooks signs `id.timestamp.body`; hmac-sha256-body signs the body. */
+export function signedContent(scheme: SignatureScheme, id: string, timestamp: string | undefined, body: Uint8Array): Buffer {
+  return Buffer.concat([Buffer.from(signedPrefix(scheme, id, timestamp), 'utf8'), body]);
 }

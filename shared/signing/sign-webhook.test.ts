@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { decodeStandardSecret } from './schemes.ts';
 import { signWebhook } from './sign-webhook.ts';
@@ -37,6 +38,39 @@ describe('signWebhook', () => {
     });
   });
 
+  it('reproduces GitHub\'s published hmac-sha256-body vector', () => {
+    // The example in GitHub's "Validating webhook deliveries" docs; re-checked with
+    // printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac "It's a Secret to Everybody"
+    const headers = signWebhook({
+      scheme: 'hmac-sha256-body',
+      secret: "It's a Secret to Everybody",
+      id: 'evt_gh',
+      body: 'Hello, World!',
+    });
+    expect(headers).toStrictEqual({
+      'content-type': 'application/json',
+      'x-webhook-id': 'evt_gh',
+      'x-webhook-signature': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17',
+    });
+  });
+
+  it('hmac-sha256-body: signs the body alone, matching node:crypto, with no timestamp header', () => {
+    const body = Buffer.from('{"event_id":"evt_1","tenant_id":"tenant_acme"}');
+    const expected = createHmac('sha256', Buffer.from('demo-secret-change-me', 'utf8')).update(body).digest('hex');
+    // printf '%s' '{"event_id":"evt_1","tenant_id":"tenant_acme"}' | openssl dgst -sha256 -hmac 'demo-secret-change-me'
+    expect(expected).toBe('5010bdab8f0392ddf0ed5f05db827a2fd603e15a833059c73d9bbedfca01ed24');
+    const signed = (timestamp?: number) =>
+      signWebhook({ scheme: 'hmac-sha256-body', secret: 'demo-secret-change-me', id: 'evt_1', body, timestamp });
+    expect(signed()).toStrictEqual({
+      'content-type': 'application/json',
+      'x-webhook-id': 'evt_1',
+      'x-webhook-signature': `sha256=${expected}`,
+    });
+    // A timestamp is not part of this scheme: given or not, the same headers.
+    expect(signed(1700000000)).toStrictEqual(signed());
+    expect(Object.keys(signed(1))).not.toContain('x-webhook-timestamp');
+  });
+
   it('defaults the timestamp to now', () => {
     const before = Math.floor(Date.now() / 1000);
     const headers = signWebhook({ scheme: 'hmac-sha256', secret: 's', id: 'evt_1', body: '{}' });
@@ -53,6 +87,7 @@ describe('signWebhook', () => {
 
   it('refuses an empty hmac secret and an undecodable standard secret', () => {
     expect(() => signWebhook({ scheme: 'hmac-sha256', secret: '', id: 'a', body: '{}' })).toThrow(TypeError);
+    expect(() => signWebhook({ scheme: 'hmac-sha256-body', secret: '', id: 'a', body: '{}' })).toThrow(TypeError);
     expect(() => signWebhook({ scheme: 'standard-webhooks', secret: 'whsec_not base64!', id: 'a', body: '{}' })).toThrow(
       TypeError,
     );

@@ -1,4 +1,6 @@
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { SIGNATURE_HEADERS } from './schemes.ts';
 import { signWebhook } from './sign-webhook.ts';
 import { verifySignature } from './verify-signature.ts';
 import type { VerifySignatureInput } from './verify-signature.ts';
@@ -182,7 +184,7 @@ describe('verifySignature, secret rotation', () => {
   const now = 1_750_000_000;
   const body = Buffer.from('{"event_id":"evt_rot"}');
 
-  it.each(['hmac-sha256', 'standard-webhooks'] as const)('%s: old and new secrets verify, a removed one fails', (scheme) => {
+  it.each(['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const)('%s: old and new secrets verify, a removed one fails', (scheme) => {
     const oldSecret =
       scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 1).toString('base64') : 'old-secret';
     const newSecret =
@@ -193,11 +195,15 @@ describe('verifySignature, secret rotation', () => {
     ];
     const verifyWith = (secret: string, active: typeof secrets) => {
       const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: now });
-      const names = scheme === 'standard-webhooks' ? 'webhook-' : 'x-webhook-';
+      const names = SIGNATURE_HEADERS[scheme];
       return verifySignature({
         scheme,
         secrets: active,
-        headers: { id: headers[`${names}id`], timestamp: headers[`${names}timestamp`], signature: headers[`${names}signature`] },
+        headers: {
+          id: headers[names.id],
+          timestamp: names.timestamp === undefined ? undefined : headers[names.timestamp],
+          signature: headers[names.signature],
+        },
         rawBody: body,
         now,
         toleranceSeconds: 300,
@@ -225,5 +231,172 @@ describe('verifySignature, secret rotation', () => {
       toleranceSeconds: 300,
     });
     expect(result).toMatchObject({ ok: true, secretId: 'only-b' });
+  });
+});
+
+describe('verifySignature, hmac-sha256-body', () => {
+  // GitHub's published example (docs "Validating webhook deliveries"); re-checked with
+  // printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac "It's a Secret to Everybody"
+  const secret = "It's a Secret to Everybody";
+  const body = Buffer.from('Hello, World!');
+  const signature = 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17';
+  const now = 1_750_000_000;
+
+  function verify(overrides: Partial<VerifySignatureInput> = {}, headerOverrides: VerifySignatureInput['headers'] = {}) {
+    return verifySignature({
+      scheme: 'hmac-sha256-body',
+      secrets: [{ id: 'gh-1', value: secret }],
+      headers: { id: 'evt_1', signature, ...headerOverrides },
+      rawBody: body,
+      now,
+      toleranceSeconds: 300,
+      ...overrides,
+    });
+  }
+
+  /** Computed here with node:crypto, independently of schemes.ts: HMAC-SHA256(utf8 secret, raw body). */
+  function independent(key: string, bytes: Uint8Array): string {
+    return `sha256=${createHmac('sha256', Buffer.from(key, 'utf8')).update(bytes).digest('hex')}`;
+  }
+
+  it('has an id and a signature header and no timestamp header', () => {
+    expect(SIGNATURE_HEADERS['hmac-sha256-body']).toStrictEqual({ id: 'x-webhook-id', signature: 'x-webhook-signature' });
+  });
+
+  it('accepts the known-answer vector, with no timestamp or skew in the result', () => {
+    expect(independent(secret, body)).toBe(signature);
+    expect(verify()).toStrictEqual({ ok: true, secretId: 'gh-1' });
+  });
+
+  it('accepts a signature computed with node:crypto directly, and what signWebhook produces', () => {
+    const raw = Buffer.from('{"event_id":"evt_9","name":"Zürich ☀"}', 'utf8');
+    expect(verify({ rawBody: raw }, { signature: independent(secret, raw) })).toStrictEqual({ ok: true, secretId: 'gh-1' });
+    const signed = signWebhook({ scheme: 'hmac-sha256-body', secret, id: 'evt_9', body: raw });
+    expect(signed['x-webhook-signature']).toBe(independent(secret, raw));
+    expect(verify({ rawBody: raw }, { id: signed['x-webhook-id'], signature: signed['x-webhook-signature'] })).toMatchObject({ ok: true });
+  });
+
+  it('accepts upper-case hex', () => {
+    expect(verify({}, { signature: 'sha256=' + signature.slice('sha256='.length).toUpperCase() })).toMatchObject({ ok: true });
+  });
+
+  it('does not sign the id: the body alone is covered', () => {
+    expect(verify({}, { id: 'evt_other' })).toMatchObject({ ok: true });
+  });
+
+  it.each([
+    ['a stale timestamp', { now, headers: { timestamp: '1' } }],
+    ['a far-future timestamp', { now, headers: { timestamp: String(now + 10 ** 9) } }],
+    ['a malformed timestamp', { now, headers: { timestamp: 'yesterday' } }],
+    ['an empty timestamp', { now, headers: { timestamp: '' } }],
+    ['no timestamp and a clock far off', { now: 0, headers: {} }],
+    ['a zero tolerance', { now, headers: {}, toleranceSeconds: 0 }],
+  ])('ignores %s: there is no replay window', (_name, c) => {
+    const overrides: Partial<VerifySignatureInput> = { now: c.now };
+    if ('toleranceSeconds' in c) overrides.toleranceSeconds = c.toleranceSeconds;
+    expect(verify(overrides, c.headers)).toStrictEqual({ ok: true, secretId: 'gh-1' });
+  });
+
+  it('does not report a clock skew on failure', () => {
+    expect(verify({ rawBody: Buffer.from('Hello, World?') }, { timestamp: '1' })).toStrictEqual({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
+  });
+
+  it('rejects a body changed by one byte (changed, appended, removed)', () => {
+    const changed = Buffer.from(body);
+    changed[changed.length - 1] = changed[changed.length - 1]! ^ 0x01;
+    expect(verify({ rawBody: changed })).toStrictEqual({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({ rawBody: Buffer.concat([body, Buffer.from(' ')]) })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({ rawBody: body.subarray(0, body.length - 1) })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it('rejects a wrong secret', () => {
+    expect(verify({ secrets: [{ id: 'other', value: "It's a Secret to Everybodz" }] })).toMatchObject({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
+  });
+
+  it.each([
+    ['id', { id: undefined }],
+    ['empty id', { id: '' }],
+    ['signature', { signature: undefined }],
+    ['empty signature', { signature: '' }],
+  ])('reports a missing %s header', (_name, headers) => {
+    expect(verify({}, headers)).toStrictEqual({ ok: false, reason: 'missing_header' });
+  });
+
+  it.each([
+    'sha256=zz',
+    'sha256=' + 'a'.repeat(63),
+    'sha256=' + 'a'.repeat(65),
+    'sha256=' + Buffer.alloc(32, 7).toString('base64'),
+    'SHA256=' + signature.slice('sha256='.length),
+    'sha256,' + signature.slice('sha256='.length),
+    '=abc',
+    'sha256',
+    '   ',
+    Array(17).fill(signature).join(' '),
+  ])('reports a malformed signature %j', (bad) => {
+    expect(verify({}, { signature: bad })).toStrictEqual({ ok: false, reason: 'malformed_signature' });
+  });
+
+  it('ignores unknown prefixes (sha1=, sha512=, the v1= of hmac-sha256)', () => {
+    const hex = signature.slice('sha256='.length);
+    expect(verify({}, { signature: `sha1=${'0'.repeat(40)}` })).toStrictEqual({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({}, { signature: `v1=${hex}` })).toStrictEqual({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({}, { signature: `sha1=${'0'.repeat(40)} sha512=${'0'.repeat(128)} ${signature}` })).toMatchObject({ ok: true });
+  });
+
+  it('still verifies when a malformed entry sits beside a valid one', () => {
+    expect(verify({}, { signature: `garbage ${signature}` })).toMatchObject({ ok: true });
+  });
+
+  it('accepts up to 16 entries with the valid one last', () => {
+    const others = Array.from({ length: 15 }, (_, i) => `sha256=${Buffer.alloc(32, i + 1).toString('hex')}`);
+    expect(verify({}, { signature: [...others, signature].join(' ') })).toMatchObject({ ok: true });
+    expect(verify({}, { signature: [...others, 'sha1=00', signature].join(' ') })).toMatchObject({
+      ok: false,
+      reason: 'malformed_signature',
+    });
+  });
+
+  it('rotation: with two secrets configured either signature verifies and names its secret', () => {
+    const secrets = [
+      { id: 'old', value: 'old-secret-of-enough-length' },
+      { id: 'new', value: 'new-secret-of-enough-length' },
+    ];
+    const oldSig = independent('old-secret-of-enough-length', body);
+    const newSig = independent('new-secret-of-enough-length', body);
+    expect(verify({ secrets }, { signature: oldSig })).toStrictEqual({ ok: true, secretId: 'old' });
+    expect(verify({ secrets }, { signature: newSig })).toStrictEqual({ ok: true, secretId: 'new' });
+    // A sender signing with both during the rotation: the first configured secret is reported.
+    expect(verify({ secrets }, { signature: `${newSig} ${oldSig}` })).toStrictEqual({ ok: true, secretId: 'old' });
+    expect(verify({ secrets: [secrets[1]!] }, { signature: `${oldSig} ${newSig}` })).toStrictEqual({ ok: true, secretId: 'new' });
+    expect(verify({ secrets: [secrets[1]!] }, { signature: oldSig })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+  });
+
+  it('never matches with an empty secret', () => {
+    expect(verify({ secrets: [{ id: 'empty', value: '' }] }, { signature: independent('', body) })).toMatchObject({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
+  });
+
+  it('is not accepted by the timestamped schemes, nor they by it', () => {
+    const hmacSigned = signWebhook({ scheme: 'hmac-sha256', secret, id: 'evt_1', body, timestamp: now });
+    expect(verify({}, { signature: hmacSigned['x-webhook-signature'] })).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    expect(
+      verifySignature({
+        scheme: 'hmac-sha256',
+        secrets: [{ id: 'gh-1', value: secret }],
+        headers: { id: 'evt_1', timestamp: String(now), signature },
+        rawBody: body,
+        now,
+        toleranceSeconds: 300,
+      }),
+    ).toMatchObject({ ok: false, reason: 'malformed_signature' });
   });
 });

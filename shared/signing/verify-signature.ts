@@ -1,5 +1,5 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { signingKey } from './schemes.ts';
+import { SIGNATURE_FORMATS, SIGNATURE_HEADERS, signedPrefix, signingKey } from './schemes.ts';
 import type { SignatureScheme } from './schemes.ts';
 
 export interface SigningSecret {
@@ -11,11 +11,15 @@ export interface VerifySignatureInput {
   scheme: SignatureScheme;
   /** Every active secret of the source; all are tried so secrets can rotate. */
   secrets: readonly SigningSecret[];
-  /** Single header values; the caller rejects repeated headers before this point. */
+  /**
+   * Single header values; the caller rejects repeated headers before this point. `timestamp` is
+   * ignored by a scheme without a timestamp header (hmac-sha256-body).
+   */
   headers: { id?: string | undefined; timestamp?: string | undefined; signature?: string | undefined };
   rawBody: Uint8Array;
   /** Unix seconds. */
   now: number;
+  /** The replay window; unused by a scheme without a timestamp (hmac-sha256-body). */
   toleranceSeconds: number;
 }
 
@@ -26,8 +30,12 @@ export type SignatureFailureReason =
   | 'malformed_signature'
   | 'no_matching_signature';
 
+/**
+ * `timestamp` and `clockSkewSeconds` are set once the timestamp has been read, and only for a
+ * scheme that has one: hmac-sha256-body results never carry them.
+ */
 export type VerifySignatureResult =
-  | { ok: true; secretId: string; timestamp: number; clockSkewSeconds: number }
+  | { ok: true; secretId: string; timestamp?: number; clockSkewSeconds?: number }
   | { ok: false; reason: SignatureFailureReason; clockSkewSeconds?: number };
 
 const MAC_BYTES = 32;
@@ -36,40 +44,59 @@ const MAX_SIGNATURES = 16;
 const TIMESTAMP = /^\d{1,15}$/;
 const HEX_MAC = /^[0-9a-fA-F]{64}$/;
 const BASE64_MAC = /^[A-Za-z0-9+/]{43}=$/;
+/**
+ * A well-formed tag of an entry the scheme may use (the accepted one is SIGNATURE_FORMATS' tag):
+ * versions `v1`, `v2`... for hmac-sha256 and standard-webhooks; algorithm names `sha256`, `sha512`...
+ * for hmac-sha256-body. Other well-formed tags are ignored, anything else is malformed.
+ */
+const TAG: Readonly<Record<SignatureScheme, RegExp>> = {
+  'hmac-sha256': /^v\d+$/,
+  'standard-webhooks': /^v\d+$/,
+  'hmac-sha256-body': /^[a-z][a-z0-9]*$/,
+};
 
 export function verifySignature(input: VerifySignatureInput): VerifySignatureResult {
   const { scheme, secrets, headers, rawBody, now, toleranceSeconds } = input;
-  if (!headers.id || !headers.timestamp || !headers.signature) return { ok: false, reason: 'missing_header' };
+  const timed = SIGNATURE_HEADERS[scheme].timestamp !== undefined;
+  if (!headers.id || !headers.signature || (timed && !headers.timestamp)) return { ok: false, reason: 'missing_header' };
 
-  if (!TIMESTAMP.test(headers.timestamp)) return { ok: false, reason: 'malformed_timestamp' };
-  const timestamp = Number(headers.timestamp);
-  const clockSkewSeconds = now - timestamp;
-  // Both directions: a far-future timestamp would otherwise stay replayable for longer.
-  if (Math.abs(clockSkewSeconds) > toleranceSeconds) {
-    return { ok: false, reason: 'timestamp_out_of_window', clockSkewSeconds };
+  // hmac-sha256-body signs no timestamp: there is nothing to check and no replay window.
+  let window: { timestamp: number; clockSkewSeconds: number } | undefined;
+  if (timed && headers.timestamp) {
+    if (!TIMESTAMP.test(headers.timestamp)) return { ok: false, reason: 'malformed_timestamp' };
+    const timestamp = Number(headers.timestamp);
+    const clockSkewSeconds = now - timestamp;
+    // Both directions: a far-future timestamp would otherwise stay replayable for longer.
+    if (Math.abs(clockSkewSeconds) > toleranceSeconds) {
+      return { ok: false, reason: 'timestamp_out_of_window', clockSkewSeconds };
+    }
+    window = { timestamp, clockSkewSeconds };
   }
+  const skew = window ? { clockSkewSeconds: window.clockSkewSeconds } : {};
 
   const parsed = parseSignatures(scheme, headers.signature);
   if (parsed.candidates.length === 0) {
-    return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', clockSkewSeconds };
+    return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', ...skew };
   }
 
   // The signed content (see signedContent) goes to the HMAC in pieces: no copy of the body.
-  const prefix = scheme === 'standard-webhooks' ? `${headers.id}.${headers.timestamp}.` : `${headers.timestamp}.`;
+  const prefix = signedPrefix(scheme, headers.id, timed ? headers.timestamp : undefined);
   let matchedSecretId: string | undefined;
   // No early exit: every secret and every candidate is compared, so timing does not reveal
   // which secret (or which position in the header) matched.
   for (const secret of secrets) {
     const key = cachedKey(scheme, secret);
     if (key === undefined) continue;
-    const expected = createHmac('sha256', key).update(prefix, 'utf8').update(rawBody).digest();
+    const hmac = createHmac('sha256', key);
+    if (prefix.length > 0) hmac.update(prefix, 'utf8');
+    const expected = hmac.update(rawBody).digest();
     for (const candidate of parsed.candidates) {
       if (timingSafeEqual(expected, candidate) && matchedSecretId === undefined) matchedSecretId = secret.id;
     }
   }
 
-  if (matchedSecretId !== undefined) return { ok: true, secretId: matchedSecretId, timestamp, clockSkewSeconds };
-  return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', clockSkewSeconds };
+  if (matchedSecretId !== undefined) return { ok: true, secretId: matchedSecretId, ...window };
+  return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', ...skew };
 }
 
 interface ParsedSignatures {
@@ -78,11 +105,12 @@ interface ParsedSignatures {
 }
 
 /**
- * `v1=<hex>` (hmac-sha256) or `v1,<base64>` (standard-webhooks), space-separated. Other
- * versions are ignored so providers can add them without breaking verification.
+ * `v1=<hex>` (hmac-sha256), `v1,<base64>` (standard-webhooks) or `sha256=<hex>` (hmac-sha256-body),
+ * space-separated. Other well-formed tags are ignored so providers can add them without breaking
+ * verification.
  */
 function parseSignatures(scheme: SignatureScheme, header: string): ParsedSignatures {
-  const separator = scheme === 'standard-webhooks' ? ',' : '=';
+  const { tag: accepted, separator, encoding } = SIGNATURE_FORMATS[scheme];
   const entries = header.split(' ').filter((entry) => entry.length > 0);
   if (entries.length === 0 || entries.length > MAX_SIGNATURES) return { candidates: [], malformed: true };
 
@@ -90,15 +118,15 @@ function parseSignatures(scheme: SignatureScheme, header: string): ParsedSignatu
   let malformed = false;
   for (const entry of entries) {
     const at = entry.indexOf(separator);
-    const version = at > 0 ? entry.slice(0, at) : '';
-    if (!/^v\d+$/.test(version)) {
+    const tag = at > 0 ? entry.slice(0, at) : '';
+    if (!TAG[scheme].test(tag)) {
       malformed = true;
       continue;
     }
-    if (version !== 'v1') continue;
+    if (tag !== accepted) continue;
     const value = entry.slice(at + 1);
-    if (scheme === 'standard-webhooks' ? BASE64_MAC.test(value) : HEX_MAC.test(value)) {
-      const mac = Buffer.from(value, scheme === 'standard-webhooks' ? 'base64' : 'hex');
+    if (encoding === 'base64' ? BASE64_MAC.test(value) : HEX_MAC.test(value)) {
+      const mac = Buffer.from(value, encoding);
       if (mac.length === MAC_BYTES) candidates.push(mac);
       else malformed = true;
     } else {

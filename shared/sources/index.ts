@@ -9,3 +9,5 @@ export {
   sourcesFileSchema,
 } from './sources-config.ts';
 export type { ResolveOptions, SourceConfig, SourcesFile, WebhookSource } from './sources-config.ts';
+export { loadStrictSchema } from './strict-schemas.ts';
+export type { StrictSchema } from './strict-schemas.ts';

@@ -19,11 +19,15 @@ function problems(fn: () => unknown): string[] {
 
 describe('webhook sources configuration', () => {
   it('loads the committed dev configuration with the dev env values', () => {
-    const sources = loadSources('infra/dev-sources.json', { DEMO_SECRET: hmacSecret, DEMO_STD_SECRET: stdSecret });
+    const sources = loadSources('infra/dev-sources.json', { DEMO_SECRET: hmacSecret, DEMO_STD_SECRET: stdSecret, DEMO_BODY_SECRET: hmacSecret });
     expect(sources.map((s) => [s.id, s.scheme, s.tenants])).toEqual([
       ['demo', 'hmac-sha256', ['tenant_acme']],
       ['demo-std', 'standard-webhooks', ['tenant_acme']],
+      ['demo-body', 'hmac-sha256-body', ['tenant_acme']],
+      ['demo-strict', 'hmac-sha256', ['tenant_acme']],
     ]);
+    expect(sources[0]!.resourceTypes).toEqual(['theme', 'palette', 'design_catalogue', 'clock_widget_variant']);
+    expect(Object.keys(sources[3]!.strictSchemas ?? {})).toEqual(['theme']);
     expect(sources[0]!.secrets).toEqual([{ id: 'demo-2026-01', value: hmacSecret }]);
   });
 

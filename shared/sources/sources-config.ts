@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { RESOURCE_TYPE_PATTERN } from '../contract/index.ts';
 import { decodeStandardSecret, SIGNATURE_SCHEMES } from '../signing/index.ts';
 import type { SignatureScheme, SigningSecret } from '../signing/index.ts';
+import { loadStrictSchema, type StrictSchema } from './strict-schemas.ts';
 
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 // Short HMAC keys are guessable offline from one captured request.
@@ -23,6 +25,14 @@ export const sourceConfigSchema = z.strictObject({
   secrets: z.array(secretRefSchema).min(1, 'at least one secret is required'),
   tenants: z.array(z.string().min(1)).min(1, 'at least one tenant is required'),
   toleranceSeconds: z.int().min(1).max(3600).default(DEFAULT_TOLERANCE_SECONDS),
+  // The contract covers more than themes; each source names the types it may publish, and
+  // event_type is <type>.created|updated|deleted for those only.
+  resourceTypes: z
+    .array(z.string().regex(RESOURCE_TYPE_PATTERN, `must match ${RESOURCE_TYPE_PATTERN.source}`))
+    .min(1)
+    .default(['theme']),
+  // Opt-in: resource type -> JSON Schema file (relative to the sources file) that `data` must match.
+  strictSchemas: z.record(z.string(), z.string().min(1)).default({}),
 });
 
 export const sourcesFileSchema = z
@@ -32,6 +42,16 @@ export const sourcesFileSchema = z
     file.sources.forEach((source, i) => {
       if (seen.has(source.id)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'id'], message: `duplicate source id "${source.id}"` });
       seen.add(source.id);
+      const types = new Set<string>();
+      source.resourceTypes.forEach((type, j) => {
+        if (types.has(type)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'resourceTypes', j], message: `duplicate resource type "${type}"` });
+        types.add(type);
+      });
+      for (const type of Object.keys(source.strictSchemas)) {
+        if (!types.has(type)) {
+          ctx.addIssue({ code: 'custom', path: ['sources', i, 'strictSchemas', type], message: `"${type}" is not one of the source's resourceTypes` });
+        }
+      }
       const secretIds = new Set<string>();
       source.secrets.forEach((secret, j) => {
         if (secretIds.has(secret.id)) {
@@ -51,7 +71,12 @@ export interface WebhookSource {
   scheme: SignatureScheme;
   secrets: SigningSecret[];
   tenants: string[];
+  /** Seconds either way; unused by the body-only scheme, which has no timestamp (and so no replay window). */
   toleranceSeconds: number;
+  /** The resource types this source may publish events for. */
+  resourceTypes: string[];
+  /** Compiled strict schemas by resource type (opt-in); absent types get only the bridge's own checks. */
+  strictSchemas?: Readonly<Record<string, StrictSchema>>;
 }
 
 export class SourcesConfigError extends Error {
@@ -108,7 +133,23 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
       }
       secrets.push({ id: ref.id, value });
     }
-    return { id: source.id, scheme: source.scheme, secrets, tenants: [...source.tenants], toleranceSeconds: source.toleranceSeconds };
+    const strictSchemas: Record<string, StrictSchema> = {};
+    for (const [type, file] of Object.entries(source.strictSchemas)) {
+      try {
+        strictSchemas[type] = loadStrictSchema(file, baseDir);
+      } catch (error) {
+        problems.push(`source "${source.id}" strictSchemas.${type}: ${(error as Error).message}`);
+      }
+    }
+    return {
+      id: source.id,
+      scheme: source.scheme,
+      secrets,
+      tenants: [...source.tenants],
+      toleranceSeconds: source.toleranceSeconds,
+      resourceTypes: [...source.resourceTypes],
+      ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
+    };
   });
   if (problems.length > 0) throw new SourcesConfigError(problems);
   return sources;

@@ -33,6 +33,7 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       WEBHOOK_SOURCES_FILE: sourcesFile,
       DEMO_SECRET: devEnv.DEMO_SECRET!,
       DEMO_STD_SECRET: devEnv.DEMO_STD_SECRET!,
+      DEMO_BODY_SECRET: devEnv.DEMO_BODY_SECRET!,
     };
     ingress = await startIngress({
       port: 0,
@@ -68,7 +69,7 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('applied', 'stale')`);
       return rows[0].n === 2;
     }, 30_000);
-    const trace = await runBridge(['trace', 'tenant_acme', 'theme', 'theme_aurora-night', '--json'], env);
+    const trace = await runBridge(['trace', 'tenant_acme', 'theme', 'thm_minimal-dark', '--json'], env);
     expect(trace.code, trace.stderr).toBe(0);
     expect(trace.json().events.map((e: any) => e.event_id)).toContain(out.event_id);
     expect(trace.json().state).toMatchObject({ deleted: false });

@@ -22,8 +22,16 @@ export function testSources(): WebhookSource[] {
       ],
       tenants: ['tenant_acme', 'tenant_other'],
       toleranceSeconds: 300,
+      resourceTypes: ['theme'],
     },
-    { id: 'acme-std', scheme: 'standard-webhooks', secrets: [{ id: 'std-1', value: STD_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300 },
+    {
+      id: 'acme-std',
+      scheme: 'standard-webhooks',
+      secrets: [{ id: 'std-1', value: STD_SECRET }],
+      tenants: ['tenant_acme'],
+      toleranceSeconds: 300,
+      resourceTypes: ['theme'],
+    },
   ];
 }
 

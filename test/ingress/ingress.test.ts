@@ -86,7 +86,7 @@ describe('ingress against the real broker', () => {
 
   it('refuses a removed secret once the source no longer lists it', async () => {
     const rotated = await startTestIngress(testBrokers(), topic, {
-      sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'acme-new', value: HMAC_SECRET_NEXT }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+      sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'acme-new', value: HMAC_SECRET_NEXT }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
     });
     try {
       expect((await post(rotated.url, signedRequest({ secret: HMAC_SECRET }))).status).toBe(401);
@@ -130,7 +130,7 @@ describe('ingress against the real broker', () => {
     const parsed = JSON.parse(reserialised.body.toString()) as unknown;
     cases.push({ name: 're-serialised body', request: { ...reserialised, body: Buffer.from(JSON.stringify(parsed, null, 2)) }, status: 401, error: 'unauthorized' });
     const tampered = base();
-    cases.push({ name: 'tampered body', request: { ...tampered, body: Buffer.from(tampered.body.toString().replace('Aurora', 'Aurorb')) }, status: 401 });
+    cases.push({ name: 'tampered body', request: { ...tampered, body: Buffer.from(tampered.body.toString().replace('Minimal', 'Minimax')) }, status: 401 });
     const malformedSig = base();
     cases.push({
       name: 'malformed signature',
@@ -155,11 +155,22 @@ describe('ingress against the real broker', () => {
     const invalid = { ...sampleThemeEvent({ event_id: 'evt_x' }), tenant_id: 'a/b' };
     cases.push({ name: 'invalid envelope', request: signedBody(Buffer.from(JSON.stringify(invalid))), status: 422, error: 'invalid_envelope' });
     const badTheme = sampleThemeEvent({ event_id: 'evt_x' });
-    (badTheme.data as { palette: { primary: string } }).palette.primary = 'blue';
+    (badTheme.data as { palette: { background: string } }).palette.background = 'blue';
     cases.push({ name: 'invalid theme snapshot', request: signedBody(Buffer.from(JSON.stringify(badTheme))), status: 422, error: 'invalid_data' });
+    const exploded = sampleThemeEvent({ event_id: 'evt_x', event_type: 'theme.exploded' });
+    cases.push({ name: 'an action outside the contract', request: signedBody(Buffer.from(JSON.stringify(exploded))), status: 422, error: 'invalid_envelope' });
+    const palette = { ...sampleThemeEvent({ event_id: 'evt_x', event_type: 'palette.updated' }), data: {} };
+    palette.resource = { ...palette.resource, type: 'palette' };
+    cases.push({ name: 'a resource type the source does not list', request: signedBody(Buffer.from(JSON.stringify(palette))), status: 422, error: 'resource_type_not_allowed' });
+    const nul = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('"Minimal Dark"', '"Minimal\\u0000Dark"');
+    cases.push({ name: 'NUL in a string', request: signedBody(Buffer.from(nul)), status: 422, error: 'invalid_string' });
     cases.push({ name: 'id header differs from event_id', request: signedBody(Buffer.from(JSON.stringify(sampleThemeEvent())), 'evt_other'), status: 400, error: 'event_id_mismatch' });
     const typed = signedRequest();
     cases.push({ name: 'event header differs', request: { ...typed, headers: [...typed.headers, ['x-webhook-event', 'theme.deleted']] }, status: 400, error: 'event_type_mismatch' });
+    const retry = signedRequest();
+    cases.push({ name: 'retry header not a number', request: { ...retry, headers: [...retry.headers, ['x-webhook-retry', 'two']] }, status: 400, error: 'bad_request' });
+    const aliased = signedRequest();
+    cases.push({ name: 'id header and its alias differ', request: { ...aliased, headers: [...aliased.headers, ['x-webhook-event-id', 'evt_other']] }, status: 400, error: 'event_id_mismatch' });
     cases.push({ name: 'tenant not allowed', request: signedRequest({ event: { tenant_id: 'tenant_evil' } }), status: 403, error: 'forbidden' });
 
     const before = await topicRecordCount(kafka, topic);
@@ -265,7 +276,7 @@ describe('known-answer vectors over HTTP', () => {
     const fixed = await startIngress(
       {
         port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
-        sources: [{ id: 'svix', scheme: 'standard-webhooks', secrets: [{ id: 's', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+        sources: [{ id: 'svix', scheme: 'standard-webhooks', secrets: [{ id: 's', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
       },
       { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => now },
     );
@@ -305,7 +316,7 @@ describe('known-answer vectors over HTTP', () => {
     const ingress = await startIngress(
       {
         port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
-        sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'k', value: HMAC_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300 }],
+        sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'k', value: HMAC_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
       },
       { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => 1767225600 },
     );

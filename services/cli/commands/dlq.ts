@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Partitioners } from 'kafkajs';
+import { tenantScopedKey } from '../../../shared/apply/index.ts';
 import { headerText } from '../../../shared/failures/index.ts';
 import { CommandFailed, flag, parseIsoTime, stringOption, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
@@ -10,6 +11,7 @@ import {
   filterEntries,
   headersAsText,
   latestPerEvent,
+  inboxKeyOf,
   matchesRef,
   parseDlqRef,
   REPLAYED_FROM_HEADER,
@@ -48,20 +50,31 @@ interface InboxStatus {
   reason: string | null;
   attempts: number;
   body_sha256: string;
+  /** NULL on rows written before fingerprints were stored. */
+  fingerprint: string | null;
   updated_at: Date;
 }
 
-async function inboxStatuses(ctx: CliContext, eventIds: string[]): Promise<Map<string, InboxStatus>> {
-  if (eventIds.length === 0) return new Map();
-  const { rows } = await ctx.pool().query<InboxStatus & { event_id: string }>(SELECT_INBOX_STATUSES, [eventIds]);
-  return new Map(rows.map((r) => [r.event_id, r]));
+/** Keyed by inboxKeyOf(entry): event ids are scoped to their tenant. */
+async function inboxStatuses(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Map<string, InboxStatus>> {
+  const known = entries.filter((e) => inboxKeyOf(e) !== undefined);
+  if (known.length === 0) return new Map();
+  const { rows } = await ctx
+    .pool()
+    .query<InboxStatus & { tenant_id: string; event_id: string }>(SELECT_INBOX_STATUSES, [known.map((e) => e.tenantId), known.map((e) => e.eventId)]);
+  return new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
+}
+
+function statusOf(statuses: Map<string, InboxStatus> | undefined, entry: DlqEntry): InboxStatus | undefined {
+  const key = inboxKeyOf(entry);
+  return key === undefined ? undefined : statuses?.get(key);
 }
 
 /** The inbox status is a bonus in list/show: without DATABASE_URL they still work from Kafka alone. */
-async function optionalStatuses(ctx: CliContext, eventIds: string[]): Promise<Map<string, InboxStatus> | undefined> {
+async function optionalStatuses(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Map<string, InboxStatus> | undefined> {
   if (!ctx.env.DATABASE_URL) return undefined;
   try {
-    return await inboxStatuses(ctx, eventIds);
+    return await inboxStatuses(ctx, entries);
   } catch (error) {
     ctx.out.note(`warning: inbox status unavailable (${(error as Error).message})`);
     return undefined;
@@ -113,8 +126,8 @@ export const dlqList: CommandSpec = {
     const filter = filterFrom(args);
     const { topic, entries } = await readDlq(ctx);
     const selected = filterEntries(entries, filter);
-    const statuses = await optionalStatuses(ctx, selected.flatMap((e) => (e.eventId ? [e.eventId] : [])));
-    const rows = selected.map((e) => summary(e, e.eventId ? statuses?.get(e.eventId) : undefined));
+    const statuses = await optionalStatuses(ctx, selected);
+    const rows = selected.map((e) => summary(e, statusOf(statuses, e)));
     const reasons: Record<string, number> = {};
     for (const r of rows) reasons[r.reason] = (reasons[r.reason] ?? 0) + 1;
     ctx.out.result(
@@ -146,7 +159,7 @@ export const dlqShow: CommandSpec = {
     const { topic, entries } = await readDlq(ctx);
     const matches = entries.filter((e) => matchesRef(e, ref)).reverse();
     if (matches.length === 0) throw new CommandFailed(`no record ${args.positionals[0]} on ${topic}`);
-    const statuses = await optionalStatuses(ctx, matches.flatMap((e) => (e.eventId ? [e.eventId] : [])));
+    const statuses = await optionalStatuses(ctx, matches);
     const records = matches.map((e) => {
       const body = e.value?.toString('utf8') ?? null;
       let bodyJson: unknown;
@@ -155,7 +168,7 @@ export const dlqShow: CommandSpec = {
       } catch {
         bodyJson = undefined;
       }
-      return { ...summary(e, e.eventId ? statuses?.get(e.eventId) : undefined), headers: headersAsText(e.headers), body, body_json: bodyJson };
+      return { ...summary(e, statusOf(statuses, e)), headers: headersAsText(e.headers), body, body_json: bodyJson };
     });
     ctx.out.result(
       { topic, records: records.map(({ body_json: _b, ...r }) => r) },
@@ -222,10 +235,10 @@ async function waitForOutcomes(
   const settle = (s: SentRecord, outcome: Omit<ReplayOutcome, 'event_id' | 'from'>) =>
     results.set(s, { event_id: s.entry.eventId, from: from(s), ...outcome });
 
-  // A replay cannot apply a body whose event_id the inbox holds with another body: it is quarantined again.
+  // A replay cannot apply an event whose id the inbox holds with other content: it is quarantined again.
   for (const s of sent) {
-    const was = s.entry.eventId ? before.get(s.entry.eventId) : undefined;
-    if (was && was.body_sha256 !== sha256(s.entry.value)) {
+    const was = statusOf(before, s.entry);
+    if (was && (was.fingerprint === null ? was.body_sha256 !== sha256(s.entry.value) : was.fingerprint !== s.entry.fingerprint)) {
       settle(s, { status: 'quarantined', ok: false, detail: 'event_id is recorded with a different body; the replay is quarantined again' });
     }
   }
@@ -258,18 +271,17 @@ async function waitForOutcomes(
       });
       for (const w of grown) dlqSeen.set(w.partition, BigInt(w.high));
     }
-    const ids = open.flatMap((s) => (s.entry.eventId ? [s.entry.eventId] : []));
-    const statuses = await inboxStatuses(ctx, ids);
+    const statuses = await inboxStatuses(ctx, open.map((s) => s.entry));
     const [committedList] = await admin.fetchOffsets({ groupId: group, topics: [names.events] });
     const committed = new Map((committedList?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
 
     for (const s of open) {
       const again = againByMarker.get(s.marker);
-      const row = s.entry.eventId ? statuses.get(s.entry.eventId) : undefined;
+      const row = statusOf(statuses, s.entry);
       if (again) {
         settle(s, { status: 'dead_lettered', ok: false, detail: `dead-lettered again (${entryReason(again)}) at ${again.partition}:${again.offset}` });
       } else if (row && SETTLED_OK.has(row.status)) {
-        const was = before.get(s.entry.eventId!);
+        const was = statusOf(before, s.entry);
         settle(s, { status: row.status, ok: true, ...(was && SETTLED_OK.has(was.status) ? { detail: `was already ${was.status} before the replay` } : {}) });
       } else if (row?.status === 'quarantined') {
         settle(s, { status: 'quarantined', ok: false, ...(row.reason ? { detail: row.reason } : {}) });
@@ -283,7 +295,7 @@ async function waitForOutcomes(
   return sent.map((s) => {
     const done = results.get(s);
     if (done) return done;
-    const now = s.entry.eventId ? before.get(s.entry.eventId) : undefined;
+    const now = statusOf(before, s.entry);
     return {
       event_id: s.entry.eventId,
       from: from(s),
@@ -356,7 +368,7 @@ export const dlqReplay: CommandSpec = {
       return;
     }
 
-    const before = wait ? await inboxStatuses(ctx, toReplay.flatMap((e) => (e.eventId ? [e.eventId] : []))) : new Map<string, InboxStatus>();
+    const before = wait ? await inboxStatuses(ctx, toReplay) : new Map<string, InboxStatus>();
     const dlqBefore = wait
       ? new Map((await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]))
       : new Map<number, bigint>();

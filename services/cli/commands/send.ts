@@ -3,11 +3,13 @@ import { randomUUID } from 'node:crypto';
 import { sampleThemeEvent } from '../../../shared/contract/index.ts';
 import { signWebhook, SIGNATURE_HEADERS } from '../../../shared/signing/index.ts';
 import { loadSources, SourcesConfigError } from '../../../shared/sources/index.ts';
-import { CommandFailed, flag, stringOption, UsageError } from '../args.ts';
+import { CommandFailed, flag, intOption, stringOption, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 
 export const DEFAULT_INGRESS_URL = 'http://127.0.0.1:8080';
 const DEMO_SOURCE = 'demo';
+/** The provider's delivery attempt number (1 = first delivery); not covered by any signature. */
+export const RETRY_HEADER = 'x-webhook-retry';
 
 /** A base URL (no path) gets `/webhooks/<source>`; a URL with a path is used as given. */
 export function webhookUrl(base: string, source: string): string {
@@ -30,15 +32,24 @@ function redactSignature(value: string): string {
 export const sendCommand: CommandSpec = {
   path: ['send'],
   summary: "sign a webhook with the source's scheme and secret and POST it to the ingress",
-  usage: '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID]',
+  usage: '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID] [--retry N]',
   details: [
     'Signs the file\'s exact bytes with the shared signing module, using the source\'s scheme and its first',
     'secret from WEBHOOK_SOURCES_FILE (or --secret-id). The id header is the body\'s event_id.',
     `--demo sends a fresh sample theme.updated event (source "${DEMO_SOURCE}" unless --source is given).`,
     `--url is the ingress base URL (default INGRESS_URL or ${DEFAULT_INGRESS_URL}); a URL with a path is used as is.`,
+    'Headers follow the scheme: hmac-sha256 and standard-webhooks send an id, a timestamp (now) and a signature;',
+    'hmac-sha256-body sends an id and a signature of the body alone, no timestamp.',
+    `--retry N (integer >= 1) adds "X-Webhook-Retry: N", the provider's delivery attempt number, to simulate a`,
+    'redelivery: send the same --file again with --retry 2 (same event_id, so the same id header). The header is',
+    'not signed; the timestamp, if the scheme has one, is still now, as a provider re-signs each attempt.',
     'Exit code 0 when the ingress answered 2xx, 1 otherwise.',
   ].join('\n'),
-  examples: ['bridge send --demo', 'bridge send --source demo --file event.json --url http://127.0.0.1:8080'],
+  examples: [
+    'bridge send --demo',
+    'bridge send --source demo --file event.json --url http://127.0.0.1:8080',
+    'bridge send --source demo --file event.json --retry 2',
+  ],
   options: {
     source: { type: 'string', description: 'source id from the sources file', valueName: 'S' },
     file: { type: 'string', description: 'JSON event to send, byte for byte', valueName: 'path' },
@@ -46,6 +57,7 @@ export const sendCommand: CommandSpec = {
     url: { type: 'string', description: 'ingress base URL or full webhook URL', valueName: 'U' },
     'secret-id': { type: 'string', description: 'sign with this secret of the source (default: its first)', valueName: 'ID' },
     'timeout-ms': { type: 'string', description: 'request timeout (default 10000)', valueName: 'ms' },
+    retry: { type: 'string', description: 'add X-Webhook-Retry: N, the delivery attempt (integer >= 1)', valueName: 'N' },
   },
   mutating: true,
   async run(args, ctx) {
@@ -56,6 +68,8 @@ export const sendCommand: CommandSpec = {
     if (!sourceId) throw new UsageError('--source is required with --file');
     const timeoutRaw = stringOption(args, 'timeout-ms') ?? '10000';
     if (!/^\d+$/.test(timeoutRaw) || Number(timeoutRaw) < 1) throw new UsageError('--timeout-ms must be a positive integer');
+    const retry = intOption(args, 'retry', 1);
+    if (retry !== undefined && !Number.isSafeInteger(retry)) throw new UsageError('--retry is too large');
     const url = webhookUrl(stringOption(args, 'url') ?? ctx.env.INGRESS_URL ?? DEFAULT_INGRESS_URL, sourceId);
 
     const sourcesFile = ctx.env.WEBHOOK_SOURCES_FILE;
@@ -92,6 +106,7 @@ export const sendCommand: CommandSpec = {
     }
     const id = eventId ?? `msg_${randomUUID()}`;
     const headers = signWebhook({ scheme: source.scheme, secret: secret.value, body, id });
+    if (retry !== undefined) headers[RETRY_HEADER] = String(retry);
     const signatureHeader = SIGNATURE_HEADERS[source.scheme].signature;
     const shownHeaders = { ...headers, [signatureHeader]: redactSignature(headers[signatureHeader] ?? '') };
 

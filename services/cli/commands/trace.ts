@@ -14,7 +14,7 @@ export const traceCommand: CommandSpec = {
     'Reads the database only: resource_state, inbox_events (status, version, reason, Kafka coordinates,',
     'times), body-mismatch anomalies and the applied records. Exit 1 when nothing is known about it.',
   ].join('\n'),
-  examples: ['bridge trace tenant_acme theme theme_aurora-night', 'bridge trace tenant_acme theme theme_aurora-night --json'],
+  examples: ['bridge trace tenant_acme theme thm_minimal-dark', 'bridge trace tenant_acme theme thm_minimal-dark --json'],
   options: {},
   positionals: true,
   mutating: false,
@@ -46,10 +46,12 @@ export const traceCommand: CommandSpec = {
       version: e.resource_version === null ? null : Number(e.resource_version),
       reason: e.reason as string | null,
       attempts: e.attempts as number,
+      delivery_attempt: e.delivery_attempt === null ? null : Number(e.delivery_attempt),
       last_error: e.last_error as string | null,
       duplicate_of: e.duplicate_of as string | null,
       idempotency_key: e.idempotency_key as string | null,
       body_sha256: e.body_sha256 as string,
+      fingerprint: e.fingerprint as string | null,
       kafka: e.source_topic === null ? null : { topic: e.source_topic as string, partition: e.source_partition as number, offset: String(e.source_offset) },
       occurred_at: iso(e.occurred_at),
       received_at: iso(e.received_at),
@@ -76,7 +78,7 @@ export const traceCommand: CommandSpec = {
       '',
       `events (${eventsOut.length}, newest first):`,
       renderTable(
-        ['received', 'event_id', 'type', 'version', 'status', 'reason', 'attempts', 'kafka'],
+        ['received', 'event_id', 'type', 'version', 'status', 'reason', 'attempts', 'delivery', 'kafka'],
         eventsOut.map((e) => [
           e.received_at ?? e.first_seen_at,
           e.event_id,
@@ -85,12 +87,13 @@ export const traceCommand: CommandSpec = {
           e.status,
           e.duplicate_of ? `${e.reason ?? ''} of ${e.duplicate_of}` : (e.reason ?? e.last_error),
           e.attempts,
+          e.delivery_attempt,
           e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : null,
         ]),
       ),
     ];
     if (anomaliesOut.length > 0) {
-      lines.push('', `anomalies (${anomaliesOut.length}: same event_id, different body):`);
+      lines.push('', `anomalies (${anomaliesOut.length}: same event_id, different content):`);
       lines.push(
         renderTable(
           ['detected', 'event_id', 'version', 'status', 'kafka'],

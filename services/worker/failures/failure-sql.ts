@@ -9,22 +9,23 @@ export const SELECT_RESOURCE_VERSION = `
 export const UPDATE_PENDING_INBOX_FAILURE = `
   UPDATE inbox_events SET
     status = $2, reason = $3, attempts = GREATEST(attempts, $4), last_error = $5, updated_at = now()
-  WHERE event_id = $1 AND body_sha256 = $6 AND status IN ('received', 'retrying', 'dead_lettered')
+  WHERE tenant_id = $7 AND event_id = $1 AND status IN ('received', 'retrying', 'dead_lettered')
+    AND (fingerprint = $6 OR (fingerprint IS NULL AND body_sha256 = $8))
   RETURNING event_id`;
 
-// No conflict target: a row with this event_id, or another event holding the idempotency key,
-// means the apply path will decide this event as a duplicate; nothing to record here.
+// A row with this tenant's event_id already there means the apply path will decide this event
+// (a duplicate, or an anomaly); nothing to record here.
 export const INSERT_INBOX_FAILURE = `
   INSERT INTO inbox_events (
     event_id, idempotency_key, tenant_id, resource_type, resource_id, resource_version, event_type,
     status, reason, attempts, last_error, body_sha256, payload, source_topic, source_partition, source_offset,
-    occurred_at, received_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-  ON CONFLICT DO NOTHING`;
+    occurred_at, received_at, fingerprint, delivery_attempt)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+  ON CONFLICT (tenant_id, event_id) DO NOTHING`;
 
 export const MARK_ANOMALY_DEAD_LETTERED = `
   UPDATE inbox_anomalies SET status = 'dead_lettered', updated_at = now()
-  WHERE event_id = $1 AND body_sha256 = $2 AND status = 'quarantined'`;
+  WHERE tenant_id = $1 AND event_id = $2 AND fingerprint = $3 AND status = 'quarantined'`;
 
 /** A cheap round trip: the health probe of the outage controller. */
 export const HEALTH_PROBE = 'SELECT 1';

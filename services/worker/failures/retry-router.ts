@@ -3,8 +3,8 @@ import { Partitioners, type IHeaders, type Kafka, type Producer } from 'kafkajs'
 import type { Pool } from 'pg';
 import type { Logger } from '../../../shared/logging/logger.ts';
 import type { TopicNames } from '../../../shared/kafka/topics.ts';
-import { parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
-import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
+import { eventFingerprint, parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
+import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '../../../shared/apply/index.ts';
 import {
   classifyFailure,
   decodeRetryInfo,
@@ -83,7 +83,7 @@ export class RetryRouter {
       return this.route(result.record, permanentFailure(result.reason ?? 'invalid_envelope', result.error?.message ?? 'invalid event'));
     }
     if (result.outcome === 'quarantined') {
-      return this.route(result.record, permanentFailure('quarantined', result.reason ?? 'event_id seen before with a different body'));
+      return this.route(result.record, permanentFailure('quarantined', result.reason ?? QUARANTINE_REASON));
     }
     return undefined;
   }
@@ -169,7 +169,7 @@ export class RetryRouter {
     const { pool } = this.#o;
     if (failure.code === 'quarantined') {
       // The anomaly is the news: it goes to the DLQ whatever the resource's version.
-      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.event_id, bodySha256]);
+      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.tenant_id, envelope.event_id, eventFingerprint(envelope)]);
       return undefined;
     }
     return withTransaction(pool, async (client) => {
@@ -183,12 +183,15 @@ export class RetryRouter {
       const rowStatus = isStale ? 'stale' : status;
       const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
       const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);
+      const fingerprint = eventFingerprint(envelope);
       const updated = await client.query(UPDATE_PENDING_INBOX_FAILURE, [
         envelope.event_id,
         rowStatus,
         rowReason,
         attempt,
         lastError,
+        fingerprint,
+        envelope.tenant_id,
         bodySha256,
       ]);
       if (updated.rowCount === 0) {
@@ -211,6 +214,8 @@ export class RetryRouter {
           record.offset,
           envelope.occurred_at,
           null,
+          fingerprint,
+          deliveryAttemptOf(record, envelope) ?? null,
         ]);
       }
       return isStale ? storedVersion : undefined;
