@@ -1,6 +1,6 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import { tenantScopedKey } from '../../shared/apply/index.ts';
-import { eventFingerprint, parseEvent } from '../../shared/contract/index.ts';
+import { parseEvent, type EventEnvelope } from '../../shared/contract/index.ts';
 import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '../../shared/failures/index.ts';
 
 /** Header the ingress puts on every record it produces. */
@@ -19,8 +19,8 @@ export interface DlqEntry {
   eventId: string | null;
   /** From the body; the inbox is keyed by (tenant, event id). */
   tenantId: string | null;
-  /** Of the body's envelope when it is a valid event (shared/contract/fingerprint.ts). */
-  fingerprint: string | null;
+  /** The body's envelope, when it is a valid event. */
+  envelope: EventEnvelope | null;
   info: DeadLetterInfo | null;
   /** Why the DLQ headers could not be decoded, when they could not. */
   problem: string | null;
@@ -29,21 +29,21 @@ export interface DlqEntry {
 interface BodyIdentity {
   eventId: string | null;
   tenantId: string | null;
-  fingerprint: string | null;
+  envelope: EventEnvelope | null;
 }
 
 function bodyIdentity(value: Buffer | null): BodyIdentity {
-  const none = { eventId: null, tenantId: null, fingerprint: null };
+  const none = { eventId: null, tenantId: null, envelope: null };
   if (!value) return none;
   const parsed = parseEvent(value);
-  if (parsed.ok) return { eventId: parsed.envelope.event_id, tenantId: parsed.envelope.tenant_id, fingerprint: eventFingerprint(parsed.envelope) };
+  if (parsed.ok) return { eventId: parsed.envelope.event_id, tenantId: parsed.envelope.tenant_id, envelope: parsed.envelope };
   // Not a valid event (that may be why it was dead-lettered): take what the JSON still says.
   try {
     const json = JSON.parse(value.toString('utf8')) as { event_id?: unknown; tenant_id?: unknown };
     return {
       eventId: typeof json.event_id === 'string' ? json.event_id : null,
       tenantId: typeof json.tenant_id === 'string' ? json.tenant_id : null,
-      fingerprint: null,
+      envelope: null,
     };
   } catch {
     return none;
@@ -69,7 +69,7 @@ export function toDlqEntry(partition: number, message: KafkaMessage): DlqEntry {
     // The header is what the ingress vouched for; the body is the fallback for records from elsewhere.
     eventId: headerText(headers, EVENT_ID_HEADER) ?? body.eventId,
     tenantId: body.tenantId,
-    fingerprint: body.fingerprint,
+    envelope: body.envelope,
     info: decoded.ok ? decoded.info : null,
     problem: decoded.ok ? null : decoded.problem,
   };

@@ -8,7 +8,7 @@ export const SELECT_RESOURCE_STATE = `
 /** Newest first: by when the bridge received it, then by version for events received together. */
 export const SELECT_RESOURCE_EVENTS = `
   SELECT event_id, event_type, status, resource_version, reason, attempts, delivery_attempt, last_error, duplicate_of,
-         idempotency_key, body_sha256, fingerprint, source_topic, source_partition, source_offset,
+         idempotency_key, body_sha256, source_topic, source_partition, source_offset,
          occurred_at, received_at, first_seen_at, updated_at
   FROM inbox_events
   WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
@@ -37,6 +37,12 @@ export const SELECT_APPLIED_RECORDS = `
 
 /** By (tenant_id, event_id) pairs: $1 tenants, $2 event ids. */
 export const SELECT_INBOX_STATUSES = `
-  SELECT i.tenant_id, i.event_id, i.status, i.reason, i.attempts, i.body_sha256, i.fingerprint, i.updated_at
+  SELECT i.tenant_id, i.event_id, i.status, i.reason, i.attempts, i.body_sha256, i.updated_at
+  FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
+  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`;
+
+/** The stored bodies of some inbox rows, by (tenant_id, event_id) pairs: $1 tenants, $2 event ids. */
+export const SELECT_INBOX_PAYLOADS = `
+  SELECT i.tenant_id, i.event_id, i.payload
   FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
   JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`;

@@ -10,7 +10,6 @@ function parsed(envelope: EventEnvelope): ParsedEvent {
     envelope,
     bodySha256: 'sha',
     bytes: Buffer.from(JSON.stringify(envelope)),
-    fingerprint: 'f',
     deliveryAttempt: undefined,
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventAction, eventFingerprint, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
+import { eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
 import { decideOutcomes, tenantScopedKey, type KnownInboxRow, type KnownState } from './decide.ts';
 import type { ParsedEvent } from './types.ts';
 
@@ -9,7 +9,6 @@ function parsed(envelope: EventEnvelope): ParsedEvent {
     envelope,
     bodySha256: `sha-${JSON.stringify(envelope)}`,
     bytes: Buffer.from(JSON.stringify(envelope)),
-    fingerprint: eventFingerprint(envelope),
     deliveryAttempt: envelope.delivery_attempt,
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),
@@ -63,8 +62,17 @@ describe('decideOutcomes', () => {
 
   it('settles a pending inbox row (retrying) instead of calling it a duplicate', () => {
     const e = ev(1);
-    const inbox = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { fingerprint: eventFingerprint(e), status: 'retrying' }]]);
+    const inbox = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: parsed(e).bodySha256, status: 'retrying' }]]);
     expect(run([parsed(e), parsed(e)], inbox)).toEqual(['applied', 'duplicate']);
+  });
+
+  it('compares a stored row with other bytes by fingerprint: a redelivery of it is a duplicate, other content an anomaly', () => {
+    const e = ev(1, { delivery_attempt: 1 });
+    const stored = () => new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: JSON.stringify(e, null, 2) }]]);
+    expect(run([parsed({ ...e, delivery_attempt: 3 })], stored())).toEqual(['duplicate']);
+    expect(run([parsed({ ...e, resource: { ...e.resource, version: 2 } })], stored())).toEqual(['quarantined']);
+    const unreadable = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: '{' }]]);
+    expect(run([parsed(e)], unreadable)).toEqual(['quarantined']);
   });
 
   it('an idempotency key repeated under a new event_id is a duplicate of the event that applied it', () => {

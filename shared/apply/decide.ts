@@ -1,9 +1,31 @@
+import { eventFingerprint, parseEvent, type EventEnvelope } from '../contract/index.ts';
 import type { ApplyOutcome, ParsedEvent } from './types.ts';
 
+/** An inbox row the decisions know of: from the database (payload) or decided earlier in the chunk (envelope). */
 export interface KnownInboxRow {
-  /** Of the canonical envelope without delivery-only fields (shared/contract/fingerprint.ts). */
-  fingerprint: string;
+  bodySha256: string;
   status: string;
+  envelope?: EventEnvelope;
+  payload?: string;
+}
+
+/**
+ * Same bytes are the same event. Other bytes may still be the same event: a provider's redelivery
+ * with another delivery_attempt, other whitespace or key order. The fingerprint (of the canonical
+ * envelope without delivery-only fields) decides, and is computed only then: a redelivery with
+ * other bytes is rare, and canonicalising every event would cost as much as parsing it.
+ */
+export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): boolean {
+  if (known.bodySha256 === event.bodySha256) return true;
+  const envelope = known.envelope ?? parsedPayload(known.payload);
+  // A stored payload that no longer parses cannot be compared: reported as an anomaly, not guessed.
+  return envelope !== undefined && eventFingerprint(envelope) === eventFingerprint(event.envelope);
+}
+
+function parsedPayload(payload: string | undefined): EventEnvelope | undefined {
+  if (payload === undefined) return undefined;
+  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
+  return parsed.ok ? parsed.envelope : undefined;
 }
 
 export interface KnownState {
@@ -52,7 +74,7 @@ export function decideOutcomes(
     const storedVersion = stored ? stored.version : null;
     const base = { event, storedVersion, versionGap: false };
     // A redelivery (other delivery_attempt, whitespace or key order) has the same fingerprint.
-    if (known && known.fingerprint !== event.fingerprint) {
+    if (known && !sameEventContent(known, event)) {
       decisions.push({ ...base, outcome: 'quarantined', reason: QUARANTINE_REASON, writeInbox: false });
       continue;
     }
@@ -64,7 +86,7 @@ export function decideOutcomes(
       envelope.idempotency_key === undefined ? undefined : tenantScopedKey(envelope.tenant_id, envelope.idempotency_key);
     const firstWithKey = idemKey === undefined ? undefined : idempotency.get(idemKey);
     if (firstWithKey !== undefined && firstWithKey !== envelope.event_id) {
-      inbox.set(eventKey, { fingerprint: event.fingerprint, status: 'duplicate' });
+      inbox.set(eventKey, { bodySha256: event.bodySha256, status: 'duplicate', envelope });
       decisions.push({
         ...base,
         outcome: 'duplicate',
@@ -89,7 +111,7 @@ export function decideOutcomes(
       versionGap = stored !== undefined && version > stored.version + 1;
       states.set(event.resourceKey, { version, deleted: event.action === 'delete' });
     }
-    inbox.set(eventKey, { fingerprint: event.fingerprint, status: outcome });
+    inbox.set(eventKey, { bodySha256: event.bodySha256, status: outcome, envelope });
     // Only the event that applied claims its key: a stale or failed one must not block the
     // corrected republish of the same business effect.
     if (idemKey !== undefined && outcome === 'applied') idempotency.set(idemKey, envelope.event_id);

@@ -1,6 +1,6 @@
 import { withTransaction } from '../db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
-import { EVENT_HEADERS, eventAction, eventFingerprint, parseEvent, resourceKey } from '../contract/index.ts';
+import { EVENT_HEADERS, eventAction, parseEvent, resourceKey } from '../contract/index.ts';
 import { BridgeError } from '../errors/bridge-error.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
@@ -82,7 +82,7 @@ export class SnapshotApplier {
     const idempotency = new Map<string, string>();
     const states = new Map<string, KnownState>();
     for (const r of context.rows) {
-      if (r.kind === 'inbox') inbox.set(tenantScopedKey(r.a, r.b), { fingerprint: r.d ?? legacyFingerprint(r.e), status: r.c });
+      if (r.kind === 'inbox') inbox.set(tenantScopedKey(r.a, r.b), { bodySha256: r.d!, status: r.c, payload: r.e! });
       else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.a, r.b), r.c);
       else {
         const key = resourceKey({ tenant_id: r.a, resource: { type: r.b, id: r.c, version: 0 } });
@@ -116,7 +116,6 @@ export class SnapshotApplier {
     const anomalyJson = anomalyRows.map((d) => ({
       event_id: env(d).event_id,
       body_sha256: d.event.bodySha256,
-      fingerprint: d.event.fingerprint,
       payload: d.event.bytes.toString('utf8'),
       tenant_id: env(d).tenant_id,
       resource_type: env(d).resource.type,
@@ -160,7 +159,6 @@ export class SnapshotApplier {
       ints(outboxRows, (d) => d.event.record.offset),
       ...outboxPayloads.params(),
       JSON.stringify(anomalyJson),
-      text(inboxRows, (d) => d.event.fingerprint),
       // 'NULL' is the array literal's null element: most deliveries carry no attempt number.
       ints(inboxRows, (d) => d.event.deliveryAttempt ?? 'NULL'),
     ]);
@@ -180,17 +178,6 @@ interface ChunkContextRow {
   e: string | null;
   version: string | null;
   deleted: boolean | null;
-}
-
-/**
- * The fingerprint of a row written before fingerprints were stored, from its payload. A payload
- * that no longer parses cannot be compared: '' differs from every fingerprint, so a delivery under
- * that id is reported as an anomaly rather than guessed to be a duplicate.
- */
-function legacyFingerprint(payload: string | null): string {
-  if (payload === null) return '';
-  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
-  return parsed.ok ? eventFingerprint(parsed.envelope) : '';
 }
 
 function receivedAt(record: SourceRecord): string | null {
@@ -227,7 +214,6 @@ function parseRecord(record: SourceRecord): Parsed {
       envelope,
       bodySha256: result.bodySha256,
       bytes: Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes),
-      fingerprint: eventFingerprint(envelope),
       deliveryAttempt: deliveryAttemptOf(record, envelope),
       resourceKey: resourceKey(envelope),
       action: eventAction(envelope),

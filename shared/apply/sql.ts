@@ -11,19 +11,19 @@ export const LOCK_RESOURCE_KEYS = `
   FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM unnest($1::text[]) AS k ORDER BY h) AS keys`;
 
 /** Everything the decisions need, in one round trip (after the keys are locked):
- * kind 'inbox' (a, b = tenant_id, event_id; c = status; d = fingerprint; e = payload, only for a
- * row written before fingerprints existed), kind 'idem' (a = tenant_id, b = idempotency_key,
+ * kind 'inbox' (a, b = tenant_id, event_id; c = status; d = body_sha256; e = payload, which only
+ * redeliveries and settled retries read: a new event has no row), kind 'idem' (a = tenant_id, b = idempotency_key,
  * c = the event_id that applied it), kind 'state' (a, b, c = tenant, type, id; version, deleted).
  * Every lookup must stay an index probe per key: a hash join scans the whole table per chunk,
  * which grows with the table. LATERAL alone does not ensure that (the planner pulls a simple
  * subquery up into a plain join and chose a hash join + seq scan for 1000-key chunks), so each
  * subquery carries OFFSET 0, which keeps it a parameterised subquery (an index scan per key). */
 export const READ_CHUNK_CONTEXT = `
-  SELECT 'inbox' AS kind, i.tenant_id AS a, i.event_id AS b, i.status AS c, i.fingerprint AS d,
-    CASE WHEN i.fingerprint IS NULL THEN i.payload END AS e, NULL::bigint AS version, NULL::boolean AS deleted
+  SELECT 'inbox' AS kind, i.tenant_id AS a, i.event_id AS b, i.status AS c, i.body_sha256 AS d, i.payload AS e,
+    NULL::bigint AS version, NULL::boolean AS deleted
   FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
   CROSS JOIN LATERAL (
-    SELECT tenant_id, event_id, status, fingerprint, payload FROM inbox_events
+    SELECT tenant_id, event_id, status, body_sha256, payload FROM inbox_events
     WHERE tenant_id = k.tenant_id AND event_id = k.event_id OFFSET 0
   ) AS i
   UNION ALL
@@ -47,9 +47,9 @@ export const READ_CHUNK_CONTEXT = `
  * pg-params.ts), so no row is escaped in JavaScript or parsed twice in Postgres. Returns how many
  * inbox and state rows were written, which the applier checks against what it decided.
  *
- * Inbox ($1-$19, $38-$39): new rows, or rows a failure path left pending (received / retrying /
- * dead_lettered) with the same content, now settled. (The fingerprint and delivery attempt came
- * later than the rest; placeholders need not be in order.)
+ * Inbox ($1-$19, $38): new rows, or rows a failure path left pending (received / retrying /
+ * dead_lettered) with the same content (the applier compared it), now settled. (The delivery
+ * attempt came later than the rest; placeholders need not be in order.)
  * State ($20-$28): the version guard is also in SQL, so no code path can ever move a resource
  * backwards. A negative data length is a tombstone (NULL data).
  * Outbox ($29-$36): ORDER BY ordinality (apply order), so ids follow apply order within the
@@ -61,27 +61,24 @@ export const WRITE_CHUNK_EFFECTS = `
     INSERT INTO inbox_events (
       event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
       event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
-      occurred_at, received_at, fingerprint, delivery_attempt, payload)
+      occurred_at, received_at, delivery_attempt, payload)
     SELECT event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
       event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
-      occurred_at, received_at, fingerprint, delivery_attempt,
+      occurred_at, received_at, delivery_attempt,
       convert_from(substring($17::bytea FROM p_off FOR p_len), 'UTF8')
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
       $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::bigint[],
-      $15::timestamptz[], $16::timestamptz[], $38::text[], $39::int[], $18::int[], $19::int[])
+      $15::timestamptz[], $16::timestamptz[], $38::int[], $18::int[], $19::int[])
       AS r(event_id, idempotency_key, duplicate_of, tenant_id, resource_type, resource_id, resource_version,
       event_type, status, reason, body_sha256, source_topic, source_partition, source_offset,
-      occurred_at, received_at, fingerprint, delivery_attempt, p_off, p_len)
+      occurred_at, received_at, delivery_attempt, p_off, p_len)
     ON CONFLICT (tenant_id, event_id) DO UPDATE SET
       status = EXCLUDED.status,
       reason = EXCLUDED.reason,
       duplicate_of = EXCLUDED.duplicate_of,
       resource_version = EXCLUDED.resource_version,
-      fingerprint = EXCLUDED.fingerprint,
       updated_at = now()
     WHERE inbox_events.status IN ('received', 'retrying', 'dead_lettered')
-      -- The applier compared the content (a row from before fingerprints: from its payload).
-      AND (inbox_events.fingerprint = EXCLUDED.fingerprint OR inbox_events.fingerprint IS NULL)
     RETURNING 1
   ), state AS (
     INSERT INTO resource_state (tenant_id, resource_type, resource_id, version, deleted, last_event_id, data)
@@ -107,17 +104,17 @@ export const WRITE_CHUNK_EFFECTS = `
     RETURNING 1
   ), anomalies AS (
     INSERT INTO inbox_anomalies (
-      event_id, body_sha256, original_body_sha256, fingerprint, payload, tenant_id, resource_type, resource_id,
+      event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
       resource_version, source_topic, source_partition, source_offset)
     SELECT event_id, body_sha256,
       (SELECT o.body_sha256 FROM inbox_events AS o WHERE o.tenant_id = r.tenant_id AND o.event_id = r.event_id),
-      fingerprint, payload, tenant_id, resource_type, resource_id,
+      payload, tenant_id, resource_type, resource_id,
       resource_version, source_topic, source_partition, source_offset
     FROM json_to_recordset($37::json) AS r(
-      event_id text, body_sha256 text, fingerprint text, payload text, tenant_id text,
+      event_id text, body_sha256 text, payload text, tenant_id text,
       resource_type text, resource_id text, resource_version bigint, source_topic text,
       source_partition int, source_offset bigint)
-    ON CONFLICT (tenant_id, event_id, fingerprint) DO NOTHING
+    ON CONFLICT (tenant_id, event_id, body_sha256) DO NOTHING
     RETURNING 1
   )
   SELECT (SELECT count(*) FROM inbox)::int AS inbox_rows,

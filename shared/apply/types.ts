@@ -40,8 +40,6 @@ export interface ParsedEvent {
   bodySha256: string;
   /** The raw body exactly as consumed. */
   bytes: Buffer;
-  /** Tells a redelivery (same) from an anomaly (different): shared/contract/fingerprint.ts. */
-  fingerprint: string;
   /** The provider's attempt number: the X-Webhook-Retry header the ingress passed on, else the body's. */
   deliveryAttempt: number | undefined;
   resourceKey: string;

@@ -13,8 +13,8 @@ function record(envelope: EventEnvelope, text = JSON.stringify(envelope)): Sourc
   return { topic: 'theme.events', partition: 0, offset: String(offset), key: resourceKey(envelope), value: Buffer.from(text) };
 }
 
-// Migration 0003 keys the inbox by (tenant, event id), adds the fingerprint, and lets only the
-// applied event claim an idempotency key. Rows written before it must keep deduplicating.
+// Migration 0003 keys the inbox by (tenant, event id) and lets only the applied event claim an
+// idempotency key. Rows written before it must keep deduplicating (redeliveries by fingerprint).
 describe('migration 0003 (tenant-scoped inbox) on a database with rows from before', () => {
   let db: TestDatabase;
   let before: string;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Partitioners } from 'kafkajs';
 import { tenantScopedKey } from '../../../shared/apply/index.ts';
+import { eventFingerprint, parseEvent } from '../../../shared/contract/index.ts';
 import { headerText } from '../../../shared/failures/index.ts';
 import { CommandFailed, flag, parseIsoTime, stringOption, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
@@ -21,7 +22,7 @@ import {
   type DlqFilter,
 } from '../dlq-records.ts';
 import { renderTable } from '../output.ts';
-import { SELECT_INBOX_STATUSES } from '../queries.ts';
+import { SELECT_INBOX_PAYLOADS, SELECT_INBOX_STATUSES } from '../queries.ts';
 import { readRange } from '../topic-reader.ts';
 
 /** Every record on the DLQ now, oldest first. */
@@ -50,9 +51,27 @@ interface InboxStatus {
   reason: string | null;
   attempts: number;
   body_sha256: string;
-  /** NULL on rows written before fingerprints were stored. */
-  fingerprint: string | null;
   updated_at: Date;
+}
+
+/**
+ * Of entries whose bytes differ from their inbox row's, those whose content differs too (as the
+ * worker decides: a redelivery with other whitespace or delivery_attempt is the same event).
+ */
+async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Set<DlqEntry>> {
+  if (entries.length === 0) return new Set();
+  const { rows } = await ctx
+    .pool()
+    .query<{ tenant_id: string; event_id: string; payload: string }>(SELECT_INBOX_PAYLOADS, [entries.map((e) => e.tenantId), entries.map((e) => e.eventId)]);
+  const stored = new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r.payload]));
+  const different = new Set<DlqEntry>();
+  for (const entry of entries) {
+    const payload = stored.get(inboxKeyOf(entry) ?? '');
+    const storedEvent = payload === undefined ? undefined : parseEvent(Buffer.from(payload, 'utf8'));
+    const same = entry.envelope !== null && storedEvent?.ok === true && eventFingerprint(storedEvent.envelope) === eventFingerprint(entry.envelope);
+    if (!same) different.add(entry);
+  }
+  return different;
 }
 
 /** Keyed by inboxKeyOf(entry): event ids are scoped to their tenant. */
@@ -236,10 +255,14 @@ async function waitForOutcomes(
     results.set(s, { event_id: s.entry.eventId, from: from(s), ...outcome });
 
   // A replay cannot apply an event whose id the inbox holds with other content: it is quarantined again.
-  for (const s of sent) {
+  const otherBytes = sent.filter((s) => {
     const was = statusOf(before, s.entry);
-    if (was && (was.fingerprint === null ? was.body_sha256 !== sha256(s.entry.value) : was.fingerprint !== s.entry.fingerprint)) {
-      settle(s, { status: 'quarantined', ok: false, detail: 'event_id is recorded with a different body; the replay is quarantined again' });
+    return was !== undefined && was.body_sha256 !== sha256(s.entry.value);
+  });
+  const otherContent = await withOtherContent(ctx, otherBytes.map((s) => s.entry));
+  for (const s of otherBytes) {
+    if (otherContent.has(s.entry)) {
+      settle(s, { status: 'quarantined', ok: false, detail: 'event_id is recorded with other content; the replay is quarantined again' });
     }
   }
 

@@ -51,7 +51,6 @@ export const traceCommand: CommandSpec = {
       duplicate_of: e.duplicate_of as string | null,
       idempotency_key: e.idempotency_key as string | null,
       body_sha256: e.body_sha256 as string,
-      fingerprint: e.fingerprint as string | null,
       kafka: e.source_topic === null ? null : { topic: e.source_topic as string, partition: e.source_partition as number, offset: String(e.source_offset) },
       occurred_at: iso(e.occurred_at),
       received_at: iso(e.received_at),

@@ -9,8 +9,7 @@ export const SELECT_RESOURCE_VERSION = `
 export const UPDATE_PENDING_INBOX_FAILURE = `
   UPDATE inbox_events SET
     status = $2, reason = $3, attempts = GREATEST(attempts, $4), last_error = $5, updated_at = now()
-  WHERE tenant_id = $7 AND event_id = $1 AND status IN ('received', 'retrying', 'dead_lettered')
-    AND (fingerprint = $6 OR (fingerprint IS NULL AND body_sha256 = $8))
+  WHERE tenant_id = $7 AND event_id = $1 AND body_sha256 = $6 AND status IN ('received', 'retrying', 'dead_lettered')
   RETURNING event_id`;
 
 // A row with this tenant's event_id already there means the apply path will decide this event
@@ -19,13 +18,13 @@ export const INSERT_INBOX_FAILURE = `
   INSERT INTO inbox_events (
     event_id, idempotency_key, tenant_id, resource_type, resource_id, resource_version, event_type,
     status, reason, attempts, last_error, body_sha256, payload, source_topic, source_partition, source_offset,
-    occurred_at, received_at, fingerprint, delivery_attempt)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+    occurred_at, received_at, delivery_attempt)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
   ON CONFLICT (tenant_id, event_id) DO NOTHING`;
 
 export const MARK_ANOMALY_DEAD_LETTERED = `
   UPDATE inbox_anomalies SET status = 'dead_lettered', updated_at = now()
-  WHERE tenant_id = $1 AND event_id = $2 AND fingerprint = $3 AND status = 'quarantined'`;
+  WHERE tenant_id = $1 AND event_id = $2 AND body_sha256 = $3 AND status = 'quarantined'`;
 
 /** A cheap round trip: the health probe of the outage controller. */
 export const HEALTH_PROBE = 'SELECT 1';

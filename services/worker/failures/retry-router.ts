@@ -3,7 +3,7 @@ import { Partitioners, type IHeaders, type Kafka, type Producer } from 'kafkajs'
 import type { Pool } from 'pg';
 import type { Logger } from '../../../shared/logging/logger.ts';
 import type { TopicNames } from '../../../shared/kafka/topics.ts';
-import { eventFingerprint, parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
+import { parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
 import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '../../../shared/apply/index.ts';
 import {
   classifyFailure,
@@ -169,7 +169,7 @@ export class RetryRouter {
     const { pool } = this.#o;
     if (failure.code === 'quarantined') {
       // The anomaly is the news: it goes to the DLQ whatever the resource's version.
-      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.tenant_id, envelope.event_id, eventFingerprint(envelope)]);
+      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.tenant_id, envelope.event_id, bodySha256]);
       return undefined;
     }
     return withTransaction(pool, async (client) => {
@@ -183,16 +183,14 @@ export class RetryRouter {
       const rowStatus = isStale ? 'stale' : status;
       const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
       const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);
-      const fingerprint = eventFingerprint(envelope);
       const updated = await client.query(UPDATE_PENDING_INBOX_FAILURE, [
         envelope.event_id,
         rowStatus,
         rowReason,
         attempt,
         lastError,
-        fingerprint,
-        envelope.tenant_id,
         bodySha256,
+        envelope.tenant_id,
       ]);
       if (updated.rowCount === 0) {
         await client.query(INSERT_INBOX_FAILURE, [
@@ -214,7 +212,6 @@ export class RetryRouter {
           record.offset,
           envelope.occurred_at,
           null,
-          fingerprint,
           deliveryAttemptOf(record, envelope) ?? null,
         ]);
       }
