@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
+import { eventAction, eventFingerprint, resourceKey, sampleThemeEvent, type EventEnvelope } from '../contract/index.ts';
 import { decideOutcomes, tenantScopedKey, type KnownInboxRow, type KnownState } from './decide.ts';
 import type { ParsedEvent } from './types.ts';
 
@@ -71,6 +71,8 @@ describe('decideOutcomes', () => {
     const stored = () => new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: JSON.stringify(e, null, 2) }]]);
     expect(run([parsed({ ...e, delivery_attempt: 3 })], stored())).toEqual(['duplicate']);
     expect(run([parsed({ ...e, resource: { ...e.resource, version: 2 } })], stored())).toEqual(['quarantined']);
+    const pruned = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', fingerprint: eventFingerprint(e) }]]);
+    expect(run([parsed({ ...e, delivery_attempt: 4 })], pruned)).toEqual(['duplicate']);
     const unreadable = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: '{' }]]);
     expect(run([parsed(e)], unreadable)).toEqual(['quarantined']);
   });

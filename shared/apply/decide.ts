@@ -7,6 +7,8 @@ export interface KnownInboxRow {
   status: string;
   envelope?: EventEnvelope;
   payload?: string;
+  /** Stored by retention when it pruned the payload. */
+  fingerprint?: string;
 }
 
 /**
@@ -18,8 +20,9 @@ export interface KnownInboxRow {
 export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): boolean {
   if (known.bodySha256 === event.bodySha256) return true;
   const envelope = known.envelope ?? parsedPayload(known.payload);
-  // A stored payload that no longer parses cannot be compared: reported as an anomaly, not guessed.
-  return envelope !== undefined && eventFingerprint(envelope) === eventFingerprint(event.envelope);
+  const knownFingerprint = envelope === undefined ? known.fingerprint : eventFingerprint(envelope);
+  // A row that can no longer be compared (no body, no fingerprint) is reported as an anomaly, not guessed.
+  return knownFingerprint !== undefined && knownFingerprint === eventFingerprint(event.envelope);
 }
 
 function parsedPayload(payload: string | undefined): EventEnvelope | undefined {

@@ -82,7 +82,10 @@ export class SnapshotApplier {
     const idempotency = new Map<string, string>();
     const states = new Map<string, KnownState>();
     for (const r of context.rows) {
-      if (r.kind === 'inbox') inbox.set(tenantScopedKey(r.a, r.b), { bodySha256: r.d!, status: r.c, payload: r.e! });
+      if (r.kind === 'inbox') {
+        const pruned = r.version === '1';
+        inbox.set(tenantScopedKey(r.a, r.b), { bodySha256: r.d!, status: r.c, ...(pruned ? { fingerprint: r.e ?? undefined } : { payload: r.e! }) });
+      }
       else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.a, r.b), r.c);
       else {
         const key = resourceKey({ tenant_id: r.a, resource: { type: r.b, id: r.c, version: 0 } });

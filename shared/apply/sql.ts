@@ -12,18 +12,19 @@ export const LOCK_RESOURCE_KEYS = `
 
 /** Everything the decisions need, in one round trip (after the keys are locked):
  * kind 'inbox' (a, b = tenant_id, event_id; c = status; d = body_sha256; e = payload, which only
- * redeliveries and settled retries read: a new event has no row), kind 'idem' (a = tenant_id, b = idempotency_key,
+ * redeliveries and settled retries read: a new event has no row; once retention pruned the payload,
+ * e is the stored fingerprint and version is 1), kind 'idem' (a = tenant_id, b = idempotency_key,
  * c = the event_id that applied it), kind 'state' (a, b, c = tenant, type, id; version, deleted).
  * Every lookup must stay an index probe per key: a hash join scans the whole table per chunk,
  * which grows with the table. LATERAL alone does not ensure that (the planner pulls a simple
  * subquery up into a plain join and chose a hash join + seq scan for 1000-key chunks), so each
  * subquery carries OFFSET 0, which keeps it a parameterised subquery (an index scan per key). */
 export const READ_CHUNK_CONTEXT = `
-  SELECT 'inbox' AS kind, i.tenant_id AS a, i.event_id AS b, i.status AS c, i.body_sha256 AS d, i.payload AS e,
-    NULL::bigint AS version, NULL::boolean AS deleted
+  SELECT 'inbox' AS kind, i.tenant_id AS a, i.event_id AS b, i.status AS c, i.body_sha256 AS d,
+    COALESCE(i.payload, i.fingerprint) AS e, (i.payload IS NULL)::int::bigint AS version, NULL::boolean AS deleted
   FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
   CROSS JOIN LATERAL (
-    SELECT tenant_id, event_id, status, body_sha256, payload FROM inbox_events
+    SELECT tenant_id, event_id, status, body_sha256, payload, fingerprint FROM inbox_events
     WHERE tenant_id = k.tenant_id AND event_id = k.event_id OFFSET 0
   ) AS i
   UNION ALL
