@@ -4,7 +4,6 @@
 // Add node --cpu-prof (NODE_OPTIONS) to see where the relay's time goes.
 import { readFileSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector/promises';
-import { Partitioners } from 'kafkajs';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { applySql, SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
@@ -14,7 +13,7 @@ import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
 import { ensureTopics, topicSpecs } from '../../shared/kafka/topics.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { noCrashPoints } from '../../services/worker/crash-points.ts';
-import { OutboxRelay } from '../../services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
 import { buildDataset } from './dataset.ts';
 
 const resources = Number(process.argv[2] ?? 4000);
@@ -25,11 +24,12 @@ const name = `bench_relay_${stamp}`;
 const admin = new pg.Client({ connectionString: postgres.adminUrl });
 await admin.connect();
 await admin.query(`CREATE DATABASE ${name}`);
-const pool = new pg.Pool({ connectionString: withDatabase(postgres.adminUrl, name), max: 2 });
+const databaseUrl = withDatabase(postgres.adminUrl, name);
+const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+let relay: OutboxRelay | undefined;
 const kafka = createKafka({ brokers: parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'bench-relay', logger });
 const kafkaAdmin = kafka.admin();
 const settings = { events: `bench.relay.${stamp}.events`, applied: `bench.relay.${stamp}.applied`, eventsPartitions: 12, retryLevels: 0, replicationFactor: 1, minInsyncReplicas: 1 };
-const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
 
 function backendCpuSeconds(pid: number): number {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -41,7 +41,6 @@ try {
   await migrate(pool);
   await kafkaAdmin.connect();
   await ensureTopics(kafkaAdmin, topicSpecs(settings), 1);
-  await producer.connect();
   const records: SourceRecord[] = buildDataset(resources).events.map((e, i) => ({
     topic: settings.events, partition: i % 12, offset: String(i), key: e.key, value: Buffer.from(e.value), timestamp: String(Date.now()), headers: {},
   }));
@@ -49,8 +48,8 @@ try {
   for (let i = 0; i < records.length; i += 1000) await applier.applyBatch(records.slice(i, i + 1000));
   const outboxRows = (await pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n;
 
-  const relay = new OutboxRelay({
-    pool, producer, layout: topicLayouts(kafkaAdmin), topic: settings.applied, batchSize: 1000, pollMs: 100, sendTimeoutMs: 30_000, logger, crashPoints: noCrashPoints,
+  relay = new OutboxRelay({
+    pool, ...relayParts({ kafka, databaseUrl, transactionalId: `${settings.applied}.relay`, logger, sendTimeoutMs: 30_000 }), layout: topicLayouts(kafkaAdmin), topic: settings.applied, batchSize: 1000, pollMs: 100, sendTimeoutMs: 30_000, logger, crashPoints: noCrashPoints,
   });
   const pids = new Set<number>();
   const clients = await Promise.all([pool.connect(), pool.connect()]);
@@ -81,7 +80,7 @@ try {
   const us = (s: number) => ((s / published) * 1e6).toFixed(1);
   console.log(JSON.stringify({ outboxRows, published, nodeCpuUsPerRecord: us((node.user + node.system) / 1e6), pgCpuUsPerRecord: us(pgSeconds), wallUsPerRecord: us(wall / 1000) }));
 } finally {
-  await producer.disconnect();
+  await relay?.stop();
   await kafkaAdmin.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});
   await kafkaAdmin.disconnect();
   await pool.end();

@@ -5,7 +5,7 @@ import { withTransaction } from '../../shared/db/transaction.ts';
 
 export async function relayPassForBenchmark(pool: Pool, batchSize: number): Promise<number> {
   return withTransaction(pool, async (client) => {
-    await client.query(applySql.TRY_RELAY_LEADER_LOCK);
+    await client.query('SELECT pg_try_advisory_xact_lock($1)', [applySql.RELAY_LEADER_LOCK_KEY]);
     const position = (await client.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
     const { rows } = await client.query<{ id: string; tx: string }>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
     if (rows.length === 0) return 0;

@@ -284,6 +284,23 @@ export class LocalKafka {
     rmSync(path.join(spec.dir, 'broker.pid'), { force: true });
   }
 
+  /** Freezes a node (SIGSTOP): connections stay open and unanswered, as with a hung broker or a GC pause. */
+  pauseNode(nodeId: number): void {
+    this.signalNode(nodeId, 'SIGSTOP');
+  }
+
+  /** Lets a paused node go on (SIGCONT): whatever its sockets buffered is processed then. */
+  resumeNode(nodeId: number): void {
+    this.signalNode(nodeId, 'SIGCONT');
+  }
+
+  private signalNode(nodeId: number, signal: NodeJS.Signals): void {
+    const spec = this.spec(nodeId);
+    const pid = this.children.get(nodeId)?.pid ?? this.pidFromFile(spec);
+    if (pid === undefined || !pidAlive(pid)) throw new Error(`Kafka node ${nodeId} of ${this.options.name} is not running`);
+    process.kill(pid, signal);
+  }
+
   private pidFromFile(spec: NodeSpec): number | undefined {
     const file = path.join(spec.dir, 'broker.pid');
     if (!existsSync(file)) return undefined;

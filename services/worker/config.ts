@@ -29,6 +29,8 @@ export const workerEnvSchema = z.object({
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
+  RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
   // thread: the outbox relay runs in its own thread (default); inline: on the worker's event loop.
   WORKER_RELAY: z.enum(['thread', 'inline']).default('thread'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
@@ -56,6 +58,8 @@ export interface WorkerConfig {
   relayBatchSize: number;
   relayPollMs: number;
   relaySendTimeoutMs: number;
+  /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
+  relayTransactionalId?: string;
   /** Where the outbox relay runs (see relay-thread.ts); default 'thread'. */
   relayMode?: 'thread' | 'inline';
   crashAt?: CrashPoint;
@@ -85,6 +89,7 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     relayBatchSize: env.RELAY_BATCH_SIZE,
     relayPollMs: env.RELAY_POLL_MS,
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
+    ...(env.RELAY_TRANSACTIONAL_ID === undefined ? {} : { relayTransactionalId: env.RELAY_TRANSACTIONAL_ID }),
     relayMode: env.WORKER_RELAY,
     ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),
     crashAfter: env.WORKER_CRASH_AFTER,

@@ -1,17 +1,25 @@
-import { withTransaction } from '../../shared/db/transaction.ts';
-import type { Producer } from 'kafkajs';
-import type { Pool, PoolClient } from 'pg';
+import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Pool } from 'pg';
 import { appliedHeaders, applySql } from '../../shared/apply/index.ts';
-import { BridgeError } from '../../shared/errors/bridge-error.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
+import { RecoveringProducer } from '../../shared/kafka/recovering-producer.ts';
 import type { CrashPoints } from './crash-points.ts';
+import { RelayLeadership } from './relay-leadership.ts';
 
 const HELD_BACK_WARN_MS = 30_000;
 
+/** Who may publish (services/worker/relay-leadership.ts). */
+export interface Leadership {
+  hold(): Promise<boolean>;
+  release(): Promise<void>;
+}
+
 export interface OutboxRelayOptions {
   pool: Pool;
-  producer: Producer;
+  /** Transactional (see createRelayProducer): a replacement fences whatever its predecessor still sends. */
+  producer: RecoveringProducer;
+  leadership: Leadership;
   topic: string;
   batchSize: number;
   pollMs: number;
@@ -38,11 +46,63 @@ interface OutboxRow {
 }
 
 /**
- * Publishes applied_outbox rows to the applied topic in (tx, id) order and then moves its cursor
- * past them (one applied_outbox_batches row per batch; migration 0002 explains the order).
- * One relay at a time holds the leader lock (per transaction), so rows of one resource key can
- * never be published out of order by two workers; a crash before the cursor moves republishes the
- * same stored bytes and headers, which downstream sees as an identical record.
+ * The relay's producer: transactional with one fixed transactional.id for every worker of the
+ * bridge. A send that timed out cannot be cancelled in kafkajs (it retries for a long while, and a
+ * frozen broker may still hold its request in a socket buffer); the replacement producer's
+ * InitProducerId bumps the epoch, so the broker refuses the old send if it ever arrives, and
+ * aborts its open transaction. Without that, two workers (or one, after a timeout) could land an
+ * older batch after a newer one: `K v2, K v1`, and compaction would keep v1.
+ */
+export function createRelayProducer(kafka: Kafka, transactionalId: string, logger: Logger, connectTimeoutMs: number): RecoveringProducer {
+  return new RecoveringProducer({
+    name: 'outbox-relay',
+    logger,
+    connectTimeoutMs,
+    create: (): Producer =>
+      kafka.producer({
+        transactionalId,
+        idempotent: true,
+        maxInFlightRequests: 1,
+        transactionTimeout: 60_000,
+        createPartitioner: Partitioners.DefaultPartitioner,
+      }),
+  });
+}
+
+export interface RelayPartsSettings {
+  kafka: Kafka;
+  databaseUrl: string;
+  /** The same for every worker of one bridge (one database, one applied topic). */
+  transactionalId: string;
+  logger: Logger;
+  /** Also bounds a new producer's connect. */
+  sendTimeoutMs: number;
+  /** See RelayLeadership; default 20 s. */
+  leaderIdleTimeoutMs?: number;
+}
+
+/** The producer and the leadership a relay needs, as every worker builds them. */
+export function relayParts(settings: RelayPartsSettings): Pick<OutboxRelayOptions, 'producer' | 'leadership'> {
+  return {
+    producer: createRelayProducer(settings.kafka, settings.transactionalId, settings.logger, settings.sendTimeoutMs),
+    leadership: new RelayLeadership({
+      url: settings.databaseUrl,
+      lockKey: applySql.RELAY_LEADER_LOCK_KEY,
+      idleSessionTimeoutMs: settings.leaderIdleTimeoutMs ?? 20_000,
+      retryMs: 1_000,
+      logger: settings.logger,
+    }),
+  };
+}
+
+/**
+ * Publishes applied_outbox rows to the applied topic in (tx, id) order, one Kafka transaction per
+ * batch, and then moves its cursor past them (one applied_outbox_batches row per batch; migration
+ * 0002 explains the order). Only the leader publishes (a session advisory lock), and a replaced or
+ * former leader's producer is fenced, so rows of one resource key never land out of order. A crash
+ * before the cursor moves republishes the same stored bytes and headers, in the same order, which
+ * downstream sees as an identical record. Subscribers read committed records (kafkajs's default;
+ * set isolation.level=read_committed in Java clients): an aborted attempt is never seen.
  */
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
@@ -57,7 +117,8 @@ export class OutboxRelay {
 
   constructor(options: OutboxRelayOptions) {
     this.#o = options;
-    this.#sender = options.layout ? new PartitionedSender(options.producer, options.layout) : undefined;
+    // The producer is only a placeholder target: every send goes through a transaction (`via`).
+    this.#sender = options.layout ? new PartitionedSender({ send: () => Promise.reject(new Error('send through a transaction')) }, options.layout) : undefined;
   }
 
   get running(): boolean {
@@ -80,6 +141,8 @@ export class OutboxRelay {
     this.#running = false;
     this.#wake?.();
     await this.#loop;
+    await this.#o.leadership.release();
+    await this.#o.producer.close();
   }
 
   /**
@@ -87,8 +150,9 @@ export class OutboxRelay {
    * somewhere on the cluster (migration 0002). Normal for a few milliseconds under load; past
    * heldBackWarnMs the relay says which transaction, at most once per heldBackWarnMs.
    */
-  async #checkHeldBack(client: PoolClient, position: { tx: string; id: string }): Promise<void> {
-    const { rows } = await client.query<{ pending: boolean }>(applySql.OUTBOX_HAS_PENDING, [position.tx, position.id]);
+  async #checkHeldBack(position: { tx: string; id: string }): Promise<void> {
+    const { pool } = this.#o;
+    const { rows } = await pool.query<{ pending: boolean }>(applySql.OUTBOX_HAS_PENDING, [position.tx, position.id]);
     if (!rows[0]?.pending) {
       this.#heldBackSince = undefined;
       return;
@@ -98,7 +162,7 @@ export class OutboxRelay {
     const warnMs = this.#o.heldBackWarnMs ?? HELD_BACK_WARN_MS;
     if (now - this.#heldBackSince < warnMs || now - this.#lastHeldBackWarning < warnMs) return;
     this.#lastHeldBackWarning = now;
-    const oldest = (await client.query<Record<string, unknown>>(applySql.OLDEST_OPEN_TRANSACTION)).rows[0];
+    const oldest = (await pool.query<Record<string, unknown>>(applySql.OLDEST_OPEN_TRANSACTION)).rows[0];
     this.#o.logger.warn(
       { held_back_seconds: Math.round((now - this.#heldBackSince) / 1000), oldest_open_transaction: oldest ?? null },
       'outbox relay held back: an open transaction older than the pending applied records has not ended',
@@ -107,33 +171,40 @@ export class OutboxRelay {
 
   /** One pass: publishes at most one batch. Returns how many rows were published. */
   async publishOnce(): Promise<number> {
-    const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints } = this.#o;
-    const published = await withTransaction(pool, async (client) => {
-      const lock = await client.query<{ leader: boolean }>(applySql.TRY_RELAY_LEADER_LOCK);
-      if (!lock.rows[0]?.leader) return 0;
-      const position = (await client.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
-      const { rows } = await client.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
-      if (rows.length === 0) {
-        await this.#checkHeldBack(client, position);
-        return 0;
-      }
-      this.#heldBackSince = undefined;
-      crashPoints.reach('after-commit-before-publish');
-      const messages = rows.map((r) => ({
-        key: r.key,
-        value: r.payload,
-        headers: appliedHeaders({ eventId: r.event_id, topic: r.source_topic, partition: r.source_partition, offset: r.source_offset }),
-      }));
-      // An idempotent producer retries without end during an outage; the timeout bounds the open transaction.
-      const request = { topic, acks: -1 as const, messages };
-      await withTimeout(this.#sender ? this.#sender.send(request) : producer.send(request), sendTimeoutMs);
-      crashPoints.reach('after-publish-before-mark');
-      const last = rows.at(-1)!;
-      await client.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
-      return rows.length;
-    });
-    if (published > 0) this.#o.onPublished?.(published);
-    return published;
+    const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
+    if (!(await leadership.hold())) return 0;
+    const position = (await pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    const { rows } = await pool.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
+    if (rows.length === 0) {
+      await this.#checkHeldBack(position);
+      return 0;
+    }
+    this.#heldBackSince = undefined;
+    crashPoints.reach('after-commit-before-publish');
+    const messages = rows.map((r) => ({
+      key: r.key,
+      value: r.payload,
+      headers: appliedHeaders({ eventId: r.event_id, topic: r.source_topic, partition: r.source_partition, offset: r.source_offset }),
+    }));
+    const request = { topic, acks: -1 as const, messages };
+    // Bounded: an idempotent producer retries without end during an outage. On a timeout or any
+    // failure the producer is replaced, which fences this attempt (see createRelayProducer).
+    await producer.use(
+      async (p) => {
+        const transaction = await p.transaction();
+        await (this.#sender ? this.#sender.send(request, transaction) : transaction.send(request));
+        await transaction.commit();
+      },
+      sendTimeoutMs,
+      'relay_send_timeout',
+      'applied topic publish',
+    );
+    crashPoints.reach('after-publish-before-mark');
+    const last = rows.at(-1)!;
+    // Forward only: a former leader finishing late must not move the cursor back.
+    await pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
+    this.#o.onPublished?.(rows.length);
+    return rows.length;
   }
 
   async #run(): Promise<void> {
@@ -166,15 +237,4 @@ export class OutboxRelay {
       };
     });
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new BridgeError('relay_send_timeout', `applied topic send not acknowledged within ${ms} ms`, { retryable: true })),
-      ms,
-    );
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -4,7 +4,6 @@
 // and event loop; it talks to the worker only by messages (nudge and stop in, published counts
 // and log lines out). Crash points still stop the whole process.
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { Partitioners } from 'kafkajs';
 import { createPool } from '../../shared/db/pool.ts';
 import { createKafka } from '../../shared/kafka/client.ts';
 import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
@@ -12,7 +11,7 @@ import { createLogger, type Logger } from '../../shared/logging/logger.ts';
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
-import { OutboxRelay } from './outbox-relay.ts';
+import { OutboxRelay, relayParts } from './outbox-relay.ts';
 
 /** What the worker needs from a relay, wherever it runs. */
 export interface RelayHandle {
@@ -34,6 +33,7 @@ export interface RelayThreadSettings {
   batchSize: number;
   pollMs: number;
   sendTimeoutMs: number;
+  transactionalId: string;
   crashAt?: CrashPoint;
   crashAfter: number;
 }
@@ -130,12 +130,19 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     logger,
   });
   const kafka = createKafka({ brokers: settings.brokers, clientId: `${settings.clientId}-relay`, logger });
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const parts = relayParts({
+    kafka,
+    databaseUrl: settings.databaseUrl,
+    transactionalId: settings.transactionalId,
+    logger,
+    sendTimeoutMs: settings.sendTimeoutMs,
+  });
   const admin = kafka.admin();
   try {
-    await producer.connect();
+    await parts.producer.connect();
     await admin.connect();
   } catch (error) {
+    await parts.producer.close();
     send({ type: 'failed', message: (error as Error).message });
     await pool.end().catch(() => {});
     port.close();
@@ -143,7 +150,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
   }
   const relay = new OutboxRelay({
     pool,
-    producer,
+    ...parts,
     layout: topicLayouts(admin),
     topic: settings.appliedTopic,
     batchSize: settings.batchSize,
@@ -162,7 +169,6 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     }
     void (async () => {
       await relay.stop();
-      await producer.disconnect().catch(() => {});
       await admin.disconnect().catch(() => {});
       await pool.end().catch(() => {});
       port.close();

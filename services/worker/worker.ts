@@ -1,4 +1,4 @@
-import { Partitioners, type Consumer, type Kafka, type Producer } from 'kafkajs';
+import type { Consumer, Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import { Registry } from 'prom-client';
 import { applySql, SnapshotApplier } from '../../shared/apply/index.ts';
@@ -13,7 +13,7 @@ import { createBatchHandler, type OnFailure, type OnQuarantined } from './batch-
 import type { WorkerConfig } from './config.ts';
 import { createCrashPoints } from './crash-points.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
-import { OutboxRelay } from './outbox-relay.ts';
+import { OutboxRelay, relayParts } from './outbox-relay.ts';
 import { startRelayThread, type RelayHandle } from './relay-thread.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
@@ -52,6 +52,10 @@ export interface WorkerHandle {
   close: () => Promise<void>;
 }
 
+export function relayTransactionalId(config: Pick<WorkerConfig, 'appliedTopic' | 'relayTransactionalId'>): string {
+  return config.relayTransactionalId ?? `${config.appliedTopic}.relay`;
+}
+
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
   const startRelay = async (): Promise<RelayHandle> => {
     if ((config.relayMode ?? 'thread') === 'thread') {
@@ -66,21 +70,29 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           batchSize: config.relayBatchSize,
           pollMs: config.relayPollMs,
           sendTimeoutMs: config.relaySendTimeoutMs,
+          transactionalId: relayTransactionalId(config),
           ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
           crashAfter: config.crashAfter,
         },
         { logger, metrics, onFatal: (error) => deps.onFatal?.(error) },
       );
     }
+    const relayLogger = logger.child({ component: 'outbox-relay' });
     const relay = new OutboxRelay({
       pool,
-      producer,
+      ...relayParts({
+        kafka,
+        databaseUrl: config.databaseUrl,
+        transactionalId: relayTransactionalId(config),
+        logger: relayLogger,
+        sendTimeoutMs: config.relaySendTimeoutMs,
+      }),
       layout: topicLayouts(metadataAdmin),
       topic: config.appliedTopic,
       batchSize: config.relayBatchSize,
       pollMs: config.relayPollMs,
       sendTimeoutMs: config.relaySendTimeoutMs,
-      logger: logger.child({ component: 'outbox-relay' }),
+      logger: relayLogger,
       onPublished: (count) => metrics.relayPublished.inc(count),
       crashPoints,
     });
@@ -111,11 +123,6 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   const applier = deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool }, faults) : new SnapshotApplier({ pool }));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId, logger });
 
-  const producer: Producer = kafka.producer({
-    idempotent: true,
-    maxInFlightRequests: 1,
-    createPartitioner: Partitioners.DefaultPartitioner,
-  });
   const consumer = kafka.consumer({
     groupId: config.groupId,
     sessionTimeout: config.sessionTimeoutMs,
@@ -139,7 +146,6 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     }
   });
 
-  await producer.connect();
   await metadataAdmin.connect();
   const failures =
     deps.onFailure === undefined
@@ -224,7 +230,6 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await consumer.disconnect();
         await failures?.close();
         await relay.stop();
-        await producer.disconnect();
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();
         if (ownPool) await pool.end();

@@ -125,7 +125,8 @@ export const WRITE_CHUNK_EFFECTS = `
 
 // Relay (see migration 0002). Only one relay publishes at a time (per database): with the cursor,
 // two relays would publish the same rows, and per-key order on the topic needs a single writer.
-export const TRY_RELAY_LEADER_LOCK = `SELECT pg_try_advisory_xact_lock(7261003412) AS leader`;
+// The leader holds this advisory lock for its session (services/worker/relay-leadership.ts).
+export const RELAY_LEADER_LOCK_KEY = 7261003412;
 
 /** The relay's cursor: the last published row in (tx, id) order; (0, 0) before the first batch. */
 const RELAY_POSITION = `
@@ -158,8 +159,12 @@ export const OLDEST_OPEN_TRANSACTION = `
   ORDER BY age(backend_xid) DESC
   LIMIT 1`;
 
+/** Moves the cursor, never backwards (a former leader finishing late is a no-op). */
 export const RECORD_OUTBOX_BATCH = `
-  INSERT INTO applied_outbox_batches (last_tx, last_id, records) VALUES ($1::xid8, $2::bigint, $3)`;
+  INSERT INTO applied_outbox_batches (last_tx, last_id, records)
+  SELECT $1::xid8, $2::bigint, $3
+  FROM (${RELAY_POSITION}) AS p
+  WHERE ($1::xid8, $2::bigint) > (p.tx, p.id)`;
 
 /** Rows not yet published (after the cursor), for operators, tests and benchmarks. */
 export const COUNT_UNPUBLISHED_OUTBOX = `

@@ -19,16 +19,17 @@ export interface TopicLayout {
  * Leaders come from metadata at most a second old; partitions with an unknown leader go alone.
  */
 export class PartitionedSender {
-  readonly #producer: Producer;
+  readonly #producer: Pick<Producer, 'send'>;
   readonly #layout: (topic: string) => Promise<TopicLayout>;
   readonly #partitioner = Partitioners.DefaultPartitioner();
 
-  constructor(producer: Producer, layout: (topic: string) => Promise<TopicLayout>) {
+  constructor(producer: Pick<Producer, 'send'>, layout: (topic: string) => Promise<TopicLayout>) {
     this.#producer = producer;
     this.#layout = layout;
   }
 
-  async send(request: { topic: string; acks: -1 | 1; messages: Message[] }): Promise<RecordMetadata[]> {
+  /** Sends through the producer, or through `via` (a transaction of it) when given. */
+  async send(request: { topic: string; acks: -1 | 1; messages: Message[] }, via: Pick<Producer, 'send'> = this.#producer): Promise<RecordMetadata[]> {
     const { topic, acks, messages } = request;
     const { partitionCount, leaders } = await this.#layout(topic);
     let partitionMetadata: PartitionerArgs['partitionMetadata'] | undefined;
@@ -51,7 +52,7 @@ export class PartitionedSender {
       if (list) list.push(message);
       else byLeader.set(group, [message]);
     }
-    const results = await Promise.all([...byLeader.values()].map((group) => this.#producer.send({ topic, acks, messages: group })));
+    const results = await Promise.all([...byLeader.values()].map((group) => via.send({ topic, acks, messages: group })));
     return results.flat();
   }
 }

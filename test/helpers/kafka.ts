@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import type { Kafka, KafkaMessage } from 'kafkajs';
+import type { EachBatchPayload, Kafka } from 'kafkajs';
 import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
@@ -38,7 +38,10 @@ export async function createTestTopics(
   return { settings, names: topicNames(settings) };
 }
 
-/** Records on the topic: the sum of end minus start offsets (no transactions, so every offset is a record). */
+/**
+ * Records on the topic: the sum of end minus start offsets. Only for topics written without
+ * transactions (the events topic, retries, DLQ); on the applied topic commit markers take offsets too.
+ */
 export async function topicRecordCount(kafka: Kafka, topic: string): Promise<number> {
   const admin = kafka.admin();
   await admin.connect();
@@ -58,16 +61,21 @@ export interface ReadRecord {
   headers: Record<string, string>;
 }
 
-/** Reads every record of a topic up to the current high watermarks, sorted by partition and offset. */
+/**
+ * Reads every committed record of a topic up to the current high watermarks, sorted by partition
+ * and offset. A partition is done once the consumer's position reaches its watermark: on a
+ * transactional topic (the applied topic) the last offsets may be commit markers, which a consumer
+ * never sees as records, and aborted records are skipped (kafkajs reads committed by default).
+ */
 export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
   const admin = kafka.admin();
   await admin.connect();
   const ends = await admin.fetchTopicOffsets(topic);
   await admin.disconnect();
-  const target = new Map(ends.map((e) => [e.partition, Number(e.high)]));
-  const total = ends.reduce((sum, e) => sum + Number(e.high) - Number(e.low), 0);
+  const target = new Map(ends.filter((e) => Number(e.high) > Number(e.low)).map((e) => [e.partition, Number(e.high)]));
   const out: ReadRecord[] = [];
-  if (total === 0) return out;
+  if (target.size === 0) return out;
+  const pending = new Set(target.keys());
   const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
   await consumer.connect();
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
@@ -75,26 +83,34 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
     consumer
       .run({
         autoCommit: false,
-        eachMessage: async ({ partition, message }: { partition: number; message: KafkaMessage }) => {
-          if (Number(message.offset) >= (target.get(partition) ?? 0)) return;
-          out.push({
-            partition,
-            offset: message.offset,
-            key: message.key?.toString() ?? '',
-            value: message.value ?? Buffer.alloc(0),
-            headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
-          });
-          if (out.length >= total) resolve();
+        eachBatch: async ({ batch }: EachBatchPayload) => {
+          const end = target.get(batch.partition) ?? 0;
+          for (const message of batch.messages) {
+            if (Number(message.offset) >= end) break;
+            out.push({
+              partition: batch.partition,
+              offset: message.offset,
+              key: message.key?.toString() ?? '',
+              value: message.value ?? Buffer.alloc(0),
+              headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
+            });
+          }
         },
       })
       .catch(reject);
+    // Also fired for batches of only markers or aborted records, which never reach eachBatch;
+    // lastOffset counts those too.
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      if (Number(payload.lastOffset) + 1 >= (target.get(payload.partition) ?? 0)) pending.delete(payload.partition);
+      if (pending.size === 0) resolve();
+    });
   });
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
       done,
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`read ${out.length}/${total} records of ${topic}`)), timeoutMs);
+        timer = setTimeout(() => reject(new Error(`read ${out.length} records of ${topic}; partitions ${[...pending].join(',')} not read to their end`)), timeoutMs);
       }),
     ]);
   } finally {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Producer } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { noCrashPoints } from '../../services/worker/crash-points.ts';
-import { OutboxRelay } from '../../services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
 import { applySql } from '../../shared/apply/index.ts';
 import { createLogger } from '../../shared/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -86,17 +86,13 @@ describe('outbox cursor: a late commit is never skipped', () => {
 describe('outbox relay: an open transaction holding records back is named in the log', () => {
   let db: TestDatabase;
   let kafka: Kafka;
-  let producer: Producer;
   let names: { events: string; applied: string };
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
     ({ names } = await createTopicsRetrying(kafka));
-    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-    await producer.connect();
   });
   afterAll(async () => {
-    await producer?.disconnect();
     await db?.drop();
   });
 
@@ -104,7 +100,9 @@ describe('outbox relay: an open transaction holding records back is named in the
     const lines: Array<Record<string, unknown>> = [];
     const logger = createLogger({ name: 'test', level: 'warn' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
     const relay = new OutboxRelay({
-      pool: db.pool, producer, topic: names.applied, batchSize: 100, pollMs: 50, sendTimeoutMs: 10_000, logger, crashPoints: noCrashPoints, heldBackWarnMs: 300,
+      pool: db.pool,
+      ...relayParts({ kafka, databaseUrl: db.url, transactionalId: `${names.applied}.relay`, logger, sendTimeoutMs: 10_000 }),
+      topic: names.applied, batchSize: 100, pollMs: 50, sendTimeoutMs: 10_000, logger, crashPoints: noCrashPoints, heldBackWarnMs: 300,
     });
     const insert = (client: { query: (sql: string, values: unknown[]) => Promise<unknown> }, eventId: string) =>
       client.query(
@@ -132,6 +130,7 @@ describe('outbox relay: an open transaction holding records back is named in the
     let published = 0;
     for (const deadline = Date.now() + 15_000; published < 2 && Date.now() < deadline; ) published += await relay.publishOnce();
     expect(published).toBe(2);
+    await relay.stop();
     const records = await readTopic(kafka, names.applied);
     expect(records.map((r) => r.headers['event-id'])).toEqual(['evt_open', 'evt_committed']);
   });

@@ -24,7 +24,7 @@ import {
   SELECT_RESOURCE_VERSION,
   UPDATE_PENDING_INBOX_FAILURE,
 } from './failure-sql.ts';
-import { withTimeout } from './with-timeout.ts';
+import { withTimeout } from '../../../shared/errors/with-timeout.ts';
 
 export const RETRIES_EXHAUSTED = 'retries_exhausted';
 

@@ -1,4 +1,4 @@
-import { BridgeError } from '../../../shared/errors/bridge-error.ts';
+import { BridgeError } from './bridge-error.ts';
 
 /** Rejects with a retryable BridgeError(code) when `work` has not settled within `ms`. */
 export async function withTimeout<T>(work: Promise<T>, ms: number, code: string, what: string): Promise<T> {

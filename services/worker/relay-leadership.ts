@@ -1,0 +1,105 @@
+import pg from 'pg';
+import type { Logger } from '../../shared/logging/logger.ts';
+
+export interface RelayLeadershipOptions {
+  url: string;
+  /** The advisory lock every relay of one database competes for. */
+  lockKey: number;
+  /**
+   * The server ends the leader's session after this long without a statement (Postgres >= 14
+   * idle_session_timeout). The leader sends a heartbeat every quarter of it, so only a frozen
+   * process (SIGSTOP, a hung VM) loses the lock, and another worker takes over.
+   */
+  idleSessionTimeoutMs: number;
+  /** How often a worker that is not the leader tries to become it. */
+  retryMs: number;
+  logger: Logger;
+}
+
+/**
+ * Which worker's relay publishes: the holder of a session-level advisory lock on a connection of
+ * its own. It stays leader across passes (and while a send is stuck), so leadership does not hop
+ * between workers; the transactional producer's fencing, not the lock, guarantees that a former
+ * leader's late send cannot land after the new leader's.
+ */
+export class RelayLeadership {
+  readonly #o: RelayLeadershipOptions;
+  #client: pg.Client | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #lost = false;
+  #lastAttempt = 0;
+
+  constructor(options: RelayLeadershipOptions) {
+    this.#o = options;
+  }
+
+  get isLeader(): boolean {
+    return this.#client !== undefined && !this.#lost;
+  }
+
+  /** True while this relay holds the lock; otherwise tries to take it (at most every retryMs). */
+  async hold(): Promise<boolean> {
+    if (this.isLeader) return true;
+    if (this.#client !== undefined) {
+      this.#o.logger.warn('relay leadership lost (its database session ended)');
+      await this.#drop();
+    }
+    const now = Date.now();
+    if (now - this.#lastAttempt < this.#o.retryMs) return false;
+    this.#lastAttempt = now;
+    const client = new pg.Client({
+      connectionString: this.#o.url,
+      application_name: 'worker-relay-leader',
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      connectionTimeoutMillis: 5_000,
+      statement_timeout: 5_000,
+      query_timeout: 7_000,
+    });
+    client.on('error', () => {
+      this.#lost = true;
+    });
+    client.on('end', () => {
+      this.#lost = true;
+    });
+    try {
+      await client.connect();
+      await client.query(`SET idle_session_timeout = ${Math.round(this.#o.idleSessionTimeoutMs)}`).catch((error: unknown) => {
+        this.#o.logger.warn({ err: error }, 'idle_session_timeout unavailable (Postgres < 14): a frozen leader keeps the relay lock');
+      });
+      const { rows } = await client.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1) AS held', [this.#o.lockKey]);
+      if (!rows[0]?.held) {
+        await client.end().catch(() => {});
+        return false;
+      }
+    } catch (error) {
+      await client.end().catch(() => {});
+      throw error;
+    }
+    this.#client = client;
+    this.#lost = false;
+    this.#heartbeat = setInterval(() => {
+      client.query('SELECT 1').catch(() => {
+        this.#lost = true;
+      });
+    }, Math.max(250, this.#o.idleSessionTimeoutMs / 4));
+    this.#heartbeat.unref();
+    this.#o.logger.info('relay leadership acquired');
+    return true;
+  }
+
+  async release(): Promise<void> {
+    const client = this.#client;
+    if (client !== undefined && !this.#lost) await client.query('SELECT pg_advisory_unlock($1)', [this.#o.lockKey]).catch(() => {});
+    await this.#drop();
+  }
+
+  async #drop(): Promise<void> {
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
+    const client = this.#client;
+    this.#client = undefined;
+    this.#lost = false;
+    if (client !== undefined) await client.end().catch(() => {});
+  }
+}

@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import { applySql, SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
+import { resourceKey, sampleThemeEvent } from '../../shared/contract/index.ts';
+import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
+import { noCrashPoints } from '../../services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+
+const SEND_TIMEOUT_MS = 2_000;
+// Past the send timeout and past kafkajs's request timeout (10 s), so requests are retried and
+// the other relay takes over while the first relay's send is still buffered at the frozen broker.
+const PAUSE_MS = 16_000;
+const KEYS = 6;
+
+/**
+ * Regression: an older version must never become the last applied record of a key. With two
+ * workers, a relay whose send timed out rolled back and freed the leader lock while kafkajs still
+ * retried that send; the other worker published the same and newer rows; then the old send
+ * landed after them (K v2, K v1), and compaction keeps v1.
+ */
+describe('outbox relay: a broker frozen past the send timeout, two workers', () => {
+  const cluster = new LocalKafka({ name: `relay-fence-${process.pid}`, nodes: 1, basePort: Number(process.env.RELAY_FENCE_BASE_PORT ?? 27192) });
+  let kafka: Kafka;
+  let db: TestDatabase;
+  let applied: string;
+  const relays: Array<{ relay: OutboxRelay; close: () => Promise<void> }> = [];
+
+  beforeAll(async () => {
+    cluster.wipe();
+    await cluster.start(120_000);
+    kafka = testKafka(uniqueName('fence'), cluster.brokers);
+    applied = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.applied;
+    db = await createTestDatabase();
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const r of relays) await r.close().catch(() => {});
+    await db?.drop();
+    await cluster.stop();
+    cluster.wipe();
+  });
+
+  /** One worker's relay, built as the worker builds it (its own Kafka client and leader connection). */
+  async function startRelay(name: string) {
+    const client = testKafka(uniqueName(name), cluster.brokers);
+    const logger = createLogger({ name, level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+    const admin = client.admin();
+    await admin.connect();
+    const relay = new OutboxRelay({
+      pool: db.pool,
+      ...relayParts({ kafka: client, databaseUrl: db.url, transactionalId: `${applied}.relay`, logger, sendTimeoutMs: SEND_TIMEOUT_MS, leaderIdleTimeoutMs: 4_000 }),
+      layout: topicLayouts(admin),
+      topic: applied,
+      batchSize: 20,
+      pollMs: 20,
+      sendTimeoutMs: SEND_TIMEOUT_MS,
+      logger,
+      crashPoints: noCrashPoints,
+    });
+    relay.start();
+    relays.push({ relay, close: async () => { await relay.stop(); await admin.disconnect(); } });
+  }
+
+  it('keeps every key\'s versions increasing on the applied topic, and publishes everything once the broker is back', async () => {
+    await startRelay('relay-a');
+    await startRelay('relay-b');
+    const applier = new SnapshotApplier({ pool: db.pool });
+    const ids = Array.from({ length: KEYS }, (_, i) => uniqueName(`thm${i}`));
+    let version = 0;
+    let offset = 0;
+    const applyRound = async () => {
+      version += 1;
+      const records: SourceRecord[] = ids.map((id) => {
+        const event = sampleThemeEvent({ resource: { id, version } });
+        offset += 1;
+        return { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+      });
+      await applier.applyBatch(records);
+    };
+    const applyFor = async (ms: number) => {
+      const until = Date.now() + ms;
+      while (Date.now() < until) {
+        await applyRound();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+
+    await applyFor(1_500);
+    cluster.pauseNode(1);
+    try {
+      await applyFor(PAUSE_MS);
+    } finally {
+      cluster.resumeNode(1);
+    }
+    await applyFor(1_500);
+
+    const deadline = Date.now() + 90_000;
+    for (;;) {
+      const { rows } = await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
+      if (rows[0]!.n === 0) break;
+      if (Date.now() > deadline) throw new Error(`${rows[0]!.n} applied records still unpublished 90 s after the broker came back`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    // Let any send still retrying inside kafkajs land before reading.
+    await new Promise((r) => setTimeout(r, 5_000));
+
+    const records = await readTopic(kafka, applied);
+    const byKey = new Map<string, number[]>();
+    for (const r of records) {
+      const list = byKey.get(r.key) ?? [];
+      list.push((JSON.parse(r.value.toString('utf8')) as { resource: { version: number } }).resource.version);
+      byKey.set(r.key, list);
+    }
+    expect(byKey.size).toBe(KEYS);
+    const backwards: string[] = [];
+    for (const [key, versions] of byKey) {
+      for (let i = 1; i < versions.length; i += 1) {
+        if (versions[i]! < versions[i - 1]!) backwards.push(`${key}: v${versions[i - 1]} then v${versions[i]} (at ${i} of ${versions.length})`);
+      }
+      expect(versions.at(-1), key).toBe(version);
+      expect(new Set(versions).size, `${key} has every applied version`).toBe(version);
+    }
+    expect(backwards).toEqual([]);
+  });
+});
