@@ -1,4 +1,4 @@
-import type { Admin, Consumer, Kafka, Producer } from 'kafkajs';
+import type { Admin, Consumer, Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
 import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
@@ -48,7 +48,7 @@ export async function startFailureHandling(options: FailureHandlingOptions): Pro
   const log = logger.child({ component: 'failures' });
   const metrics = createFailureMetrics(options.registry);
   const probe = postgresProbe(options.databaseUrl);
-  const producer: Producer = createFailureProducer(kafka);
+  const producer = createFailureProducer(kafka, log);
   await producer.connect();
   const router = new RetryRouter({
     producer,
@@ -132,7 +132,7 @@ export async function startFailureHandling(options: FailureHandlingOptions): Pro
       await admin?.disconnect().catch(() => {});
       await retryConsumers?.close();
       await outage.close();
-      await producer.disconnect().catch(() => {});
+      await producer.close();
     },
   };
 }

@@ -1,5 +1,5 @@
 import { withTransaction } from '../../../shared/db/transaction.ts';
-import { Partitioners, type IHeaders, type Kafka, type Producer } from 'kafkajs';
+import { Partitioners, type IHeaders, type Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Logger } from '../../../shared/logging/logger.ts';
 import type { TopicNames } from '../../../shared/kafka/topics.ts';
@@ -24,7 +24,7 @@ import {
   SELECT_RESOURCE_VERSION,
   UPDATE_PENDING_INBOX_FAILURE,
 } from './failure-sql.ts';
-import { withTimeout } from '../../../shared/errors/with-timeout.ts';
+import { RecoveringProducer } from '../../../shared/kafka/recovering-producer.ts';
 
 export const RETRIES_EXHAUSTED = 'retries_exhausted';
 
@@ -36,7 +36,7 @@ export type FailureOutcome =
   | { outcome: 'outage'; failure: ClassifiedFailure };
 
 export interface RetryRouterOptions {
-  producer: Producer;
+  producer: RecoveringProducer;
   pool: Pool;
   names: TopicNames;
   schedule: RetrySchedule;
@@ -47,12 +47,16 @@ export interface RetryRouterOptions {
   random?: () => number;
 }
 
-/** An idempotent producer (acks=-1 forced, one request in flight) with the Java-compatible partitioner. */
-export function createFailureProducer(kafka: Kafka): Producer {
-  return kafka.producer({
-    idempotent: true,
-    maxInFlightRequests: 1,
-    createPartitioner: Partitioners.DefaultPartitioner,
+/**
+ * Idempotent producers (acks=-1 forced, one request in flight, the Java-compatible partitioner),
+ * one after another: each is replaced after a failed or timed-out send.
+ */
+export function createFailureProducer(kafka: Kafka, logger: Logger, connectTimeoutMs = 10_000): RecoveringProducer {
+  return new RecoveringProducer({
+    name: 'failures',
+    logger,
+    connectTimeoutMs,
+    create: () => kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner }),
   });
 }
 
@@ -222,14 +226,16 @@ export class RetryRouter {
   async #produce(topic: string, record: SourceRecord, failureHeaders: Record<string, string>): Promise<void> {
     const headers: IHeaders = { ...(originalHeaders(record.headers) as IHeaders), ...failureHeaders };
     const key = record.key === null ? null : Buffer.isBuffer(record.key) ? record.key : Buffer.from(record.key);
-    await withTimeout(
-      this.#o.producer.send({
-        topic,
-        acks: -1,
-        // The body is forwarded byte for byte: a replay must feed exactly what the provider sent.
-        // Without a key the partition number is kept (every topic of the set has the same count).
-        messages: [{ key, value: record.value, headers, ...(key === null ? { partition: record.partition } : {}) }],
-      }),
+    // A failed or timed-out send replaces the producer (RecoveringProducer explains why).
+    await this.#o.producer.use(
+      (producer) =>
+        producer.send({
+          topic,
+          acks: -1,
+          // The body is forwarded byte for byte: a replay must feed exactly what the provider sent.
+          // Without a key the partition number is kept (every topic of the set has the same count).
+          messages: [{ key, value: record.value, headers, ...(key === null ? { partition: record.partition } : {}) }],
+        }),
       this.#o.produceTimeoutMs,
       'failure_produce_timeout',
       `produce to ${topic}`,
