@@ -70,6 +70,7 @@ export class CliContext {
         url: config.DATABASE_URL,
         max: 4,
         statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+        idleInTransactionTimeoutMs: config.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
         applicationName: 'bridge-cli',
       });
       this.poolClient = pool;

@@ -46,6 +46,8 @@ export interface WorkerConfig {
   databaseUrl: string;
   databasePoolSize: number;
   statementTimeoutMs: number;
+  /** See shared/db/pool.ts; default 30 s. */
+  idleInTransactionTimeoutMs?: number;
   logLevel: string;
   eventsTopic: string;
   appliedTopic: string;
@@ -77,6 +79,7 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     databaseUrl: env.DATABASE_URL,
     databasePoolSize: env.DATABASE_POOL_SIZE,
     statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     logLevel: env.LOG_LEVEL,
     eventsTopic: env.TOPIC_EVENTS,
     appliedTopic: env.TOPIC_APPLIED,

@@ -28,6 +28,7 @@ export interface RelayThreadSettings {
   clientId: string;
   databaseUrl: string;
   statementTimeoutMs: number;
+  idleInTransactionTimeoutMs?: number;
   logLevel: string;
   appliedTopic: string;
   batchSize: number;
@@ -126,6 +127,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     url: settings.databaseUrl,
     max: 2,
     statementTimeoutMs: settings.statementTimeoutMs,
+    ...(settings.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: settings.idleInTransactionTimeoutMs }),
     applicationName: 'worker-relay',
     logger,
   });

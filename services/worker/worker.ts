@@ -65,6 +65,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           clientId: config.clientId,
           databaseUrl: config.databaseUrl,
           statementTimeoutMs: config.statementTimeoutMs,
+          ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
           logLevel: config.logLevel,
           appliedTopic: config.appliedTopic,
           batchSize: config.relayBatchSize,
@@ -108,6 +109,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       url: config.databaseUrl,
       max: config.databasePoolSize,
       statementTimeoutMs: config.statementTimeoutMs,
+      ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
       applicationName: 'worker',
       logger,
     });

@@ -46,6 +46,8 @@ export const databaseEnv = z.object({
   DATABASE_URL: z.string({ error: 'DATABASE_URL is required' }).url(),
   DATABASE_POOL_SIZE: positiveInt.default(10),
   DATABASE_STATEMENT_TIMEOUT_MS: positiveInt.default(10_000),
+  // The server ends a session left idle inside a transaction this long (a frozen process's locks).
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: positiveInt.default(30_000),
 });
 
 export const topicEnv = z.object({

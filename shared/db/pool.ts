@@ -6,10 +6,19 @@ export interface PoolSettings {
   max?: number;
   statementTimeoutMs?: number;
   applicationName?: string;
+  /**
+   * The server ends a session idle inside a transaction this long (default 30 s). A frozen or
+   * partitioned process would otherwise keep its advisory locks and the relay's snapshot horizon
+   * for hours; every transaction of the bridge is busy from BEGIN to COMMIT, never idle that long.
+   */
+  idleInTransactionTimeoutMs?: number;
   logger?: Logger;
 }
 
-// Every query has a timeout: a hung query must never hold a Kafka batch past the session timeout.
+export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
+
+// Every query has a timeout: a hung query must never hold a Kafka batch past the session timeout,
+// and every session a bound on how long it may sit in an open transaction.
 export function createPool(settings: PoolSettings): pg.Pool {
   const pool = new pg.Pool({
     connectionString: settings.url,
@@ -20,6 +29,10 @@ export function createPool(settings: PoolSettings): pg.Pool {
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
     application_name: settings.applicationName ?? 'theme-bridge',
+    idle_in_transaction_session_timeout: settings.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    // A peer that vanished (host down, network cut) is noticed by the kernel instead of never.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
   // A Postgres restart makes every open connection emit 'error': pg-pool re-emits it for idle ones,
   // and a checked-out client emits it itself. Unhandled, either kills the process; the failing

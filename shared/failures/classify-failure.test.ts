@@ -26,8 +26,8 @@ const table: Array<[string, unknown, FailureClass, string]> = [
   // transient for one event: the next retry topic
   ['serialization failure 40001', pgError('40001'), 'transient', 'serialization_failure'],
   ['deadlock 40P01', pgError('40P01'), 'transient', 'deadlock_detected'],
-  ['lock timeout 55P03', pgError('55P03'), 'transient', 'lock_timeout'],
-  ['statement timeout 57014', pgError('57014'), 'transient', 'statement_timeout'],
+  ['lock timeout 55P03', pgError('55P03'), 'outage', 'lock_timeout'],
+  ['statement timeout 57014', pgError('57014'), 'outage', 'statement_timeout'],
   ['downstream timeout', new BridgeError('downstream_timeout', 'cdn slow', { retryable: true }), 'transient', 'downstream_timeout'],
   ['a TimeoutError', Object.assign(new Error('took too long'), { name: 'TimeoutError' }), 'transient', 'downstream_timeout'],
   ['other sqlstate', pgError('42P01'), 'transient', 'sqlstate_42p01'],

@@ -49,11 +49,14 @@ export const OUTAGE_CODES: ReadonlySet<string> = new Set([
 const TRANSIENT_SQLSTATES: Readonly<Record<string, string>> = {
   [SQLSTATE.serializationFailure]: 'serialization_failure',
   [SQLSTATE.deadlockDetected]: 'deadlock_detected',
-  [SQLSTATE.lockNotAvailable]: 'lock_timeout',
-  [SQLSTATE.queryCanceled]: 'statement_timeout',
 };
 
+// A lock or statement timeout says the database is not serving this work now (a stuck session
+// holds the lock, the server is overloaded), not that the event is bad: routing it down the retry
+// chain would dead-letter it within minutes. The consumer pauses and probes, as for an outage.
 const OUTAGE_SQLSTATES: Readonly<Record<string, string>> = {
+  [SQLSTATE.lockNotAvailable]: 'lock_timeout',
+  [SQLSTATE.queryCanceled]: 'statement_timeout',
   [SQLSTATE.adminShutdown]: 'db_shutdown',
   [SQLSTATE.crashShutdown]: 'db_shutdown',
   [SQLSTATE.cannotConnectNow]: 'db_shutdown',

@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { resourceKey } from '../../shared/contract/index.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { failureSettingsFrom, failuresEnv } from '../../shared/failures/index.ts';
+import { parseConfig } from '../../shared/config/env.ts';
+import type { TopicNames } from '../../shared/kafka/topics.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { topicSize } from './helpers.ts';
+
+const T = 'tenant_stuck';
+// How long the server lets a session sit idle inside a transaction (the bridge's pools set it).
+const IDLE_IN_TRANSACTION_MS = 8_000;
+
+/**
+ * Regression: a frozen worker (here: a session of a bridge pool that took a resource's lock and
+ * wrote, then went silent inside its transaction) kept its advisory lock and the snapshot horizon.
+ * The other worker's lock timeouts walked the retry chain into the DLQ, and the relay published
+ * nothing. Now the server ends such a session (idle_in_transaction_session_timeout on every
+ * pool), and a lock or statement timeout pauses the consumer like an outage instead of routing.
+ */
+describe('failures: a stuck session holding a resource lock', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  let worker: WorkerHandle;
+  let names: TopicNames;
+  let groupId: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+    ({ names } = await createTestTopics(kafka));
+    const failures = failureSettingsFrom(parseConfig(failuresEnv, { RETRY_DELAYS_MS: '200,200,200,200', RETRY_JITTER: '0' }));
+    // Lock waits give up after 2 s (lock_timeout = min(statement timeout, 5 s)), well before the stuck session ends.
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: { failures, retryLevels: names.retries.length, statementTimeoutMs: 2_000 },
+    });
+    groupId = config.groupId;
+    worker = await startWorker(config);
+  });
+
+  afterAll(async () => {
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('applies the blocked event once the stuck session is ended, with nothing in the retry chain or the DLQ', async () => {
+    const blocked = themeEvent(T, 'blocked', 1);
+    const others = Array.from({ length: 5 }, (_, i) => themeEvent(T, `free${i}`, 1));
+    // A session of a bridge pool, as a frozen worker's would be: lock taken, a row written (so it
+    // holds back the relay's snapshot horizon too), then silence.
+    const frozenPool = createPool({ url: db.url, max: 1, applicationName: 'frozen-worker', idleInTransactionTimeoutMs: IDLE_IN_TRANSACTION_MS });
+    frozenPool.on('error', () => {});
+    const frozen = await frozenPool.connect();
+    frozen.on('error', () => {});
+    await frozen.query('BEGIN');
+    await frozen.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7261))', [resourceKey(blocked)]);
+    await frozen.query(`INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset) VALUES ('evt_frozen', 'x/theme/x', '{}', 't', 0, 0)`);
+    const started = Date.now();
+    try {
+      await produce(kafka, names.events, [raw(blocked), ...others.map(raw)]);
+      await waitFor('the blocked event applied', async () => (await inboxStatus(db.pool, blocked.event_id))?.status === 'applied', 60_000);
+      const waited = Date.now() - started;
+      await waitFor('the main group caught up', () => groupCaughtUp(kafka, groupId, names.events), 30_000);
+      for (const e of others) expect((await inboxStatus(db.pool, e.event_id))?.status).toBe('applied');
+      await waitFor('the outbox published', () => outboxDrained(db.pool), 30_000);
+      expect(await topicSize(kafka, names.dlq)).toBe(0);
+      for (const retry of names.retries) expect(await topicSize(kafka, retry), retry).toBe(0);
+      // It waited for the server to end the stuck session, not for a retry to get lucky.
+      expect(waited).toBeGreaterThanOrEqual(IDLE_IN_TRANSACTION_MS - 1_000);
+    } finally {
+      frozen.release(true);
+      await frozenPool.end().catch(() => {});
+    }
+  });
+});
