@@ -116,12 +116,16 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         } catch (error) {
           logger.warn({ err: error, topic: record.topic, partition: record.partition, offset: record.offset }, 'apply failed');
           if (!(await fail(record, error, 'apply'))) return false;
+          await heartbeat();
           continue;
         }
         crashPoints.reach('after-commit-before-offset');
         options.afterCommit?.();
         observe(result, Date.now());
         if (!(await settle(result))) return false;
+        // One transaction per record can outlast the session timeout for a whole chunk: without a
+        // heartbeat the member is evicted, its commit refused, and the chunk fetched again forever.
+        await heartbeat();
       }
       return true;
     };

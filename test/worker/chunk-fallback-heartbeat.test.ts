@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { SnapshotApplier, type ApplyResult, type SourceRecord } from '../../shared/apply/index.ts';
+import { createLogger } from '../../shared/logging/logger.ts';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, inboxStatus, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+
+const RECORDS = 24;
+const PER_RECORD_MS = 500; // 12 s one by one: twice the session timeout below
+
+/**
+ * The real apply path, made to fail every multi-record chunk (so the worker falls back to one
+ * record per transaction) and slow per record, as a chunk with one bad record and a loaded
+ * database would be.
+ */
+class SlowFallbackApplier extends SnapshotApplier {
+  override async applyBatch(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
+    if (records.length > 1) throw Object.assign(new Error('chunk refused (test)'), { code: '40001' });
+    await new Promise((r) => setTimeout(r, PER_RECORD_MS));
+    return super.applyBatch(records);
+  }
+}
+
+/**
+ * Regression: the one-by-one fallback after a failed chunk never heartbeated. Longer than the
+ * session timeout, the member was evicted, its commit refused, and the chunk fetched again: a loop.
+ */
+describe('worker: the one-by-one fallback after a failed chunk keeps its group membership', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  let worker: WorkerHandle;
+  let groupId: string;
+  let events: string;
+  const joins: string[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+    const { names } = await createTopicsRetrying(kafka, { eventsPartitions: 1, retryLevels: 0 });
+    events = names.events;
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: { sessionTimeoutMs: 6_000, retryLevels: 0 },
+    });
+    groupId = config.groupId;
+    const logger = createLogger({ name: 'worker', level: 'info' }, {
+      write: (line: string) => {
+        if (line.includes('joined consumer group')) joins.push(line);
+      },
+    });
+    worker = await startWorker(config, { adminServer: false, logger, applier: new SlowFallbackApplier({ pool: db.pool }) });
+  });
+
+  afterAll(async () => {
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('applies every record of the chunk once, commits, and joins the group only once', async () => {
+    const batch = Array.from({ length: RECORDS }, (_, i) => themeEvent('tenant_hb', `r${i}`, 1));
+    await produce(kafka, events, batch.map(raw));
+    await waitFor('the group caught up', () => groupCaughtUp(kafka, groupId, events), 90_000);
+    for (const e of batch) expect((await inboxStatus(db.pool, e.event_id))?.status).toBe('applied');
+    expect(joins).toHaveLength(1);
+  });
+});
