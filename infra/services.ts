@@ -1,0 +1,140 @@
+// The bridge's two services as processes: how each is started (entry point, Node flags) and its
+// admin port scheme. Used by `npm start` (infra/up.ts, supervised) and by `npm run ingress` /
+// `npm run worker` (infra/service.ts, one process each).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { repoRoot } from './paths.ts';
+import type { SupervisedProcess } from './supervisor.ts';
+
+export type ServiceKind = 'ingress' | 'worker';
+
+export interface ServiceSpec {
+  kind: ServiceKind;
+  main: string;
+  nodeArgs: string[];
+  /** The admin port when nothing else is said (the service's own ADMIN_PORT default). */
+  defaultAdminPort: number;
+}
+
+export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
+  // A bounded young generation keeps the ingress's RSS under 200 MB at full load; 18 MB semi-spaces
+  // scavenge less often than 16 for about 25 MB more (20 reached 201 MB; bench/results/ingress.md).
+  ingress: { kind: 'ingress', main: 'services/ingress/main.ts', nodeArgs: ['--max-semi-space-size=18'], defaultAdminPort: 9464 },
+  // A larger young generation for the worker: its batches allocate a lot of short-lived objects
+  // (measured in bench/results/worker.md).
+  worker: { kind: 'worker', main: 'services/worker/main.ts', nodeArgs: ['--max-semi-space-size=64'], defaultAdminPort: 9465 },
+};
+
+/** Starts the service as a child process (stdout and stderr shared with this one). */
+export function spawnService(spec: ServiceSpec, env: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(process.execPath, [...spec.nodeArgs, '--import', 'tsx', path.join(repoRoot, spec.main)], {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+}
+
+/** A child process as the supervisor sees it: one exit notification, also when spawning failed. */
+export function supervised(child: ChildProcess): SupervisedProcess {
+  let exited = false;
+  const listeners: Array<(code: number | null, signal: NodeJS.Signals | null) => void> = [];
+  const done = (code: number | null, signal: NodeJS.Signals | null) => {
+    if (exited) return;
+    exited = true;
+    for (const listener of listeners) listener(code, signal);
+  };
+  child.once('exit', done);
+  // 'error' without a process (spawn failed) is followed by no 'exit'.
+  child.once('error', () => {
+    if (child.pid === undefined) done(null, null);
+  });
+  return {
+    pid: child.pid,
+    kill: (signal) => {
+      if (!exited) child.kill(signal);
+    },
+    onExit: (listener) => {
+      listeners.push(listener);
+    },
+  };
+}
+
+/**
+ * The signal that asks a service to stop when this process got `received`. The services stop
+ * gracefully on SIGINT or SIGTERM, but each handles either only once (a repeat takes the default
+ * action and kills the process). A terminal's Ctrl-C (SIGINT) or systemd's SIGTERM to the whole
+ * control group reaches the service directly too, so the service is sent the other one: it then
+ * gets each at most once, and exits cleanly whichever reached it first.
+ */
+export function stopSignalFor(received: NodeJS.Signals): NodeJS.Signals {
+  return received === 'SIGTERM' ? 'SIGINT' : 'SIGTERM';
+}
+
+/** The admin ports of `npm start`: the ingress on INGRESS_ADMIN_PORT, worker i (0-based) on WORKER_ADMIN_PORT + i. */
+export function upAdminPorts(env: NodeJS.ProcessEnv, workers: number): { ingress: number; workers: number[] } {
+  const ingress = Number(env.INGRESS_ADMIN_PORT ?? serviceSpecs.ingress.defaultAdminPort);
+  const first = Number(env.WORKER_ADMIN_PORT ?? serviceSpecs.worker.defaultAdminPort);
+  return { ingress, workers: Array.from({ length: workers }, (_, i) => first + i) };
+}
+
+/** WORKERS for `npm start`: a positive integer, 1 when unset. */
+export function parseWorkerCount(value: string | undefined): number {
+  if (value === undefined || value === '') return 1;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`WORKERS must be an integer from 1 to 64, not ${JSON.stringify(value)}`);
+  return n;
+}
+
+async function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
+  });
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * An admin port for `npm run worker` without ADMIN_PORT, so several workers run side by side:
+ * the first port from `from` upward that nothing listens on and no other live process has
+ * claimed. A service binds its admin port only once it is up (seconds after start), so a claim
+ * file (`<lockDir>/<port>.pid`, created exclusively, holding this process's pid) keeps two
+ * workers started at the same moment apart. `release` removes it (also done at exit).
+ */
+export async function claimPort(from: number, lockDir: string, attempts = 64): Promise<{ port: number; release: () => void }> {
+  mkdirSync(lockDir, { recursive: true });
+  for (let port = from; port < from + attempts; port += 1) {
+    const file = path.join(lockDir, `${port}.pid`);
+    if (existsSync(file)) {
+      const holder = Number(readFileSync(file, 'utf8'));
+      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && pidAlive(holder)) continue;
+      rmSync(file, { force: true }); // left by a process that is gone
+    }
+    if (!(await canBind(port))) continue;
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+    } catch {
+      continue; // claimed by another process just now
+    }
+    const release = () => {
+      try {
+        if (readFileSync(file, 'utf8') === String(process.pid)) rmSync(file, { force: true });
+      } catch {
+        // already gone
+      }
+    };
+    process.once('exit', release);
+    return { port, release };
+  }
+  throw new Error(`no free port in ${from}-${from + attempts - 1}`);
+}
