@@ -159,7 +159,10 @@ class RetryLevelConsumer {
       partition,
       setTimeout(() => {
         this.#timers.delete(partition);
-        resume();
+        // During an outage the whole topic is paused; resuming one partition under that pause
+        // would have it fetched, refused by the handler and fetched again, in a tight loop. The
+        // outage's own resume (topic-wide) resumes it with the rest.
+        if (!this.#outage.paused) resume();
       }, waitMs),
     );
   }

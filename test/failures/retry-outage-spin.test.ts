@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import type pg from 'pg';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { ensureDatabase } from '../../infra/postgres.ts';
+import { parseConfig } from '../../shared/config/env.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { migrate } from '../../shared/db/migrate.ts';
+import { failureSettingsFrom, failuresEnv } from '../../shared/failures/index.ts';
+import type { TopicNames } from '../../shared/kafka/topics.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { groupCaughtUp, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { metricValue, topicSize } from './helpers.ts';
+import { OwnPostgres } from './own-postgres.ts';
+
+const T = 'tenant_spin';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Regression: during a Postgres outage a retry consumer span in a tight fetch loop. Its topic was
+ * paused by the outage, but a partition paused until its record was due got resumed by that
+ * record's timer; the handler saw the outage and returned without resolving, and kafkajs fetched
+ * the same record again at once, over and over, until the database came back.
+ */
+describe('failures: a retry consumer during a Postgres outage', () => {
+  const own = new OwnPostgres(Number(process.env.SPIN_PG_PORT ?? 5544));
+  let pool: pg.Pool;
+  let kafka: Kafka;
+  let worker: WorkerHandle;
+  let names: TopicNames;
+  let groupId: string;
+
+  beforeAll(async () => {
+    await own.init();
+    await own.start();
+    const url = await ensureDatabase(own.adminUrl, 'bridge');
+    pool = createPool({ url, max: 2, applicationName: 'spin-test' });
+    pool.on('error', () => {});
+    await migrate(pool);
+    kafka = testKafka();
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 1 }));
+    const failures = failureSettingsFrom(
+      parseConfig(failuresEnv, {
+        RETRY_DELAYS_MS: '6000',
+        RETRY_JITTER: '0',
+        OUTAGE_PROBE_MAX_MS: '1000',
+        FAULT_INJECT: `transient:${T}/theme/early:1,transient:${T}/theme/late:1`,
+      }),
+    );
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+      overrides: { failures, retryLevels: 1, statementTimeoutMs: 3_000 },
+    });
+    groupId = config.groupId;
+    worker = await startWorker(config, { adminServer: false });
+  });
+
+  afterAll(async () => {
+    await worker?.close();
+    await pool?.end().catch(() => {});
+    await own.destroy();
+  });
+
+  it('stays paused and idle until the database is back, then applies both retried events', async () => {
+    const early = themeEvent(T, 'early', 1);
+    const late = themeEvent(T, 'late', 1);
+    await produce(kafka, names.events, [raw(early)]);
+    await sleep(1_500);
+    await produce(kafka, names.events, [raw(late)]);
+    await waitFor('both events in the retry topic', async () => (await topicSize(kafka, names.retries[0]!)) === 2, 20_000);
+    await own.stop();
+    // `early` comes due first, meets the outage and pauses the retry topic; `late` comes due while it is paused.
+    await waitFor('the retry consumer paused', async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'retry.1' })) === 1, 20_000);
+    await sleep(2_500);
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await sleep(6_000);
+    const cpu = process.cpuUsage(cpu0);
+    const busy = (cpu.user + cpu.system) / 1000 / (performance.now() - t0);
+    await own.start();
+
+    await waitFor('the retry group caught up', () => groupCaughtUp(kafka, `${groupId}.retry.1`, names.retries[0]!), 60_000);
+    const { rows } = await pool.query<{ event_id: string; status: string }>('SELECT event_id, status FROM inbox_events WHERE tenant_id = $1', [T]);
+    expect(Object.fromEntries(rows.map((r) => [r.event_id, r.status]))).toEqual({ [early.event_id]: 'applied', [late.event_id]: 'applied' });
+    expect(await topicSize(kafka, names.dlq)).toBe(0);
+    // Paused and waiting costs next to nothing; the loop kept a core busy.
+    expect(busy, `CPU share of the test process while paused: ${busy.toFixed(2)}`).toBeLessThan(0.25);
+  }, 150_000);
+});
