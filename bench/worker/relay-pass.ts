@@ -9,7 +9,7 @@ export async function relayPassForBenchmark(pool: Pool, batchSize: number): Prom
     const position = (await client.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
     const { rows } = await client.query<{ id: string; tx: string }>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
     if (rows.length === 0) return 0;
-    await client.query(applySql.RECORD_OUTBOX_BATCH, [rows.at(-1)!.tx, rows.at(-1)!.id, rows.length]);
+    await client.query(applySql.RECORD_OUTBOX_BATCH, [rows.at(-1)!.tx, rows.at(-1)!.id, rows.length, null]);
     return rows.length;
   });
 }

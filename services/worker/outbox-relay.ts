@@ -1,5 +1,6 @@
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
 import type { Pool } from 'pg';
+import { withTransaction } from '../../shared/db/transaction.ts';
 import { appliedHeaders, applySql } from '../../shared/apply/index.ts';
 import type { Logger } from '../../shared/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
@@ -32,6 +33,13 @@ export interface OutboxRelayOptions {
   heldBackWarnMs?: number;
   /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
+}
+
+interface RelayPosition {
+  tx: string;
+  id: string;
+  cluster_id: string | null;
+  ahead: boolean;
 }
 
 interface OutboxRow {
@@ -111,6 +119,7 @@ export class OutboxRelay {
   #wake: (() => void) | undefined;
   #nudged = false;
   #heldBackSince: number | undefined;
+  #cluster: string | null | undefined;
   #lastHeldBackWarning = 0;
 
   readonly #sender: PartitionedSender | undefined;
@@ -173,7 +182,12 @@ export class OutboxRelay {
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
     if (!(await leadership.hold())) return 0;
-    const position = (await pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    const position = (await pool.query<RelayPosition>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    const cluster = await this.#clusterId();
+    if (position.ahead || (position.cluster_id !== null && cluster !== null && position.cluster_id !== cluster)) {
+      await this.#rebaseline(position, cluster);
+      return 0;
+    }
     const { rows } = await pool.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
     if (rows.length === 0) {
       await this.#checkHeldBack(position);
@@ -202,9 +216,47 @@ export class OutboxRelay {
     crashPoints.reach('after-publish-before-mark');
     const last = rows.at(-1)!;
     // Forward only: a former leader finishing late must not move the cursor back.
-    await pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
+    await pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length, cluster]);
     this.#o.onPublished?.(rows.length);
     return rows.length;
+  }
+
+  /** This cluster's system identifier, read once; null where the role may not read it. */
+  async #clusterId(): Promise<string | null> {
+    if (this.#cluster === undefined) {
+      try {
+        this.#cluster = (await this.#o.pool.query<{ cluster_id: string }>(applySql.SELECT_CLUSTER_ID)).rows[0]?.cluster_id ?? null;
+      } catch (error) {
+        this.#o.logger.warn({ err: error }, 'cannot read the cluster identity (pg_control_system); only the transaction id check guards the cursor');
+        this.#cluster = null;
+      }
+    }
+    return this.#cluster;
+  }
+
+  /**
+   * The cursor was recorded on another cluster (the database was dumped and restored) or lies
+   * beyond this cluster's transaction ids: every row written now would sort before it and never
+   * be published. Rows from the old cluster are renumbered (REBASELINE_OUTBOX) and the cursor set
+   * below every new row; nothing published is lost track of, nothing unpublished is skipped.
+   */
+  async #rebaseline(position: RelayPosition, cluster: string | null): Promise<void> {
+    const { pool, logger } = this.#o;
+    if (!position.ahead) {
+      // Another cluster whose ids are already past the cursor: the cursor still orders right.
+      await pool.query(applySql.RECORD_CURSOR_CLUSTER, [position.tx, position.id, cluster]);
+      logger.warn({ cursor_cluster: position.cluster_id, cluster }, 'outbox relay cursor now on another cluster (a dump and restore?); its position still holds');
+      return;
+    }
+    await withTransaction(pool, async (client) => {
+      await client.query('LOCK TABLE applied_outbox IN EXCLUSIVE MODE');
+      const moved = await client.query(applySql.REBASELINE_OUTBOX, [position.tx, position.id]);
+      await client.query(applySql.RECORD_REBASELINED_CURSOR, [position.id, cluster]);
+      logger.warn(
+        { cursor_tx: position.tx, cursor_id: position.id, cursor_cluster: position.cluster_id, cluster, rows_renumbered: moved.rowCount ?? 0 },
+        'outbox relay cursor re-baselined: it was recorded on another cluster or beyond its transaction ids (a dump and restore?)',
+      );
+    });
   }
 
   async #run(): Promise<void> {

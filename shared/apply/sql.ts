@@ -130,11 +130,36 @@ export const RELAY_LEADER_LOCK_KEY = 7261003412;
 
 /** The relay's cursor: the last published row in (tx, id) order; (0, 0) before the first batch. */
 const RELAY_POSITION = `
-  SELECT COALESCE(b.last_tx, '0'::xid8) AS tx, COALESCE(b.last_id, 0) AS id
+  SELECT COALESCE(b.last_tx, '0'::xid8) AS tx, COALESCE(b.last_id, 0) AS id, b.cluster_id
   FROM (SELECT 1) AS one
-  LEFT JOIN LATERAL (SELECT last_tx, last_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1) AS b ON true`;
+  LEFT JOIN LATERAL (SELECT last_tx, last_id, cluster_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1) AS b ON true`;
 
-export const SELECT_RELAY_POSITION = `SELECT tx::text AS tx, id::text AS id FROM (${RELAY_POSITION}) AS p`;
+/** The cursor, the cluster it was recorded on, and whether its tx lies beyond this cluster's
+ * horizon (pg_snapshot_xmax: the next id to be handed out; reading it assigns no id). */
+export const SELECT_RELAY_POSITION = `
+  SELECT tx::text AS tx, id::text AS id, cluster_id, tx >= pg_snapshot_xmax(pg_current_snapshot()) AS ahead
+  FROM (${RELAY_POSITION}) AS p`;
+
+/** Which cluster this is (NULL where the role may not read it: then only the horizon check runs). */
+export const SELECT_CLUSTER_ID = `SELECT system_identifier::text AS cluster_id FROM pg_control_system()`;
+
+/**
+ * After a restore into another cluster: every row whose tx lies beyond this cluster's horizon came
+ * from the old cluster. Those at or before the cursor were published (tx 1), the rest were not
+ * (tx 2); new rows have real ids (>= 3) and sort after both, and per key id order is apply order.
+ * Appliers wait for the table lock (an insert between the two statements would be misread).
+ */
+export const REBASELINE_OUTBOX = `
+  UPDATE applied_outbox
+  SET tx = CASE WHEN (tx, id) <= ($1::xid8, $2::bigint) THEN '1'::xid8 ELSE '2'::xid8 END
+  WHERE tx >= pg_snapshot_xmax(pg_current_snapshot())`;
+
+export const RECORD_CURSOR_CLUSTER = `
+  INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id) VALUES ($1::xid8, $2::bigint, 0, $3)`;
+
+export const RECORD_REBASELINED_CURSOR = `
+  INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id)
+  SELECT '1'::xid8, COALESCE((SELECT max(id) FROM applied_outbox WHERE tx = '1'::xid8), $1::bigint), 0, $2`;
 
 /** The next rows after the cursor, only from transactions that have all ended (see migration 0002). */
 export const SELECT_NEXT_OUTBOX = `
@@ -161,8 +186,8 @@ export const OLDEST_OPEN_TRANSACTION = `
 
 /** Moves the cursor, never backwards (a former leader finishing late is a no-op). */
 export const RECORD_OUTBOX_BATCH = `
-  INSERT INTO applied_outbox_batches (last_tx, last_id, records)
-  SELECT $1::xid8, $2::bigint, $3
+  INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id)
+  SELECT $1::xid8, $2::bigint, $3, $4
   FROM (${RELAY_POSITION}) AS p
   WHERE ($1::xid8, $2::bigint) > (p.tx, p.id)`;
 

@@ -42,7 +42,7 @@ describe('outbox cursor: a late commit is never skipped', () => {
   };
   const advance = async (rows: Array<{ tx: string; id: string }>) => {
     const last = rows.at(-1)!;
-    await db.pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length]);
+    await db.pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length, null]);
   };
 
   it('holds back rows of later transactions until an earlier one commits, then reads both in order', async () => {
