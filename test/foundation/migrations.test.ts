@@ -49,4 +49,68 @@ describe('migrations on the real Postgres', () => {
       await other.drop();
     }
   });
+
+  it('has its own timeouts: a long statement outlives the pool\'s 10 s, a lock wait gives up instead of queueing', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
+    const other = await createEmptyDatabase();
+    // A pool with the hot path's statement timeout, as `bridge migrate` and the services use.
+    const pool = createPool({ url: other.url, max: 2, statementTimeoutMs: 1_000 });
+    const holder = createPool({ url: other.url, max: 1 });
+    try {
+      writeFileSync(path.join(dir, '0001_slow.sql'), 'CREATE TABLE busy (id int); SELECT pg_sleep(1.5);');
+      await migrate(pool, { dir });
+      // Another session holds a lock the next migration needs: it fails after lockTimeoutMs, not never.
+      writeFileSync(path.join(dir, '0002_alter.sql'), 'ALTER TABLE busy ADD COLUMN note text;');
+      const c = await holder.connect();
+      await c.query('BEGIN');
+      await c.query('LOCK TABLE busy IN ACCESS SHARE MODE');
+      const started = Date.now();
+      await expect(migrate(pool, { dir, lockTimeoutMs: 500 })).rejects.toThrow(/0002_alter\.sql failed: canceling statement due to lock timeout/);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      await c.query('ROLLBACK');
+      c.release();
+      expect((await migrate(pool, { dir })).applied.map((m) => m.version)).toEqual([2]);
+      // The session settings were reset before the connection went back to the pool.
+      const { rows } = await pool.query<{ statement_timeout: string }>('SHOW statement_timeout');
+      expect(rows[0]!.statement_timeout).toBe('1s');
+    } finally {
+      await holder.end();
+      await pool.end();
+      await other.drop();
+    }
+  });
+
+  it('runs a concurrently-marked migration outside a transaction first, and rebuilds an index an interrupted run left invalid', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
+    const other = await createEmptyDatabase();
+    try {
+      writeFileSync(path.join(dir, '0001_table.sql'), 'CREATE TABLE rows_ (id int, k text); INSERT INTO rows_ SELECT g, (g % 7)::text FROM generate_series(1, 1000) AS g;');
+      await migrate(other.pool, { dir });
+      // What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index of the same name.
+      await other.pool.query('CREATE INDEX rows_k ON rows_ (k)');
+      await other.pool.query("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'rows_k'::regclass");
+      writeFileSync(
+        path.join(dir, '0002_index.sql'),
+        [
+          '-- migrate:concurrently',
+          'CREATE INDEX CONCURRENTLY IF NOT EXISTS rows_k ON rows_ (k);',
+          'DO $$',
+          'BEGIN',
+          '  UPDATE rows_ SET k = upper(k) WHERE id <= 500;',
+          '  COMMIT;',
+          '  UPDATE rows_ SET k = upper(k) WHERE id > 500;',
+          'END $$;',
+          '-- migrate:then-in-transaction',
+          'ALTER TABLE rows_ ADD COLUMN done boolean NOT NULL DEFAULT true;',
+        ].join('\n'),
+      );
+      expect((await migrate(other.pool, { dir })).applied.map((m) => m.version)).toEqual([2]);
+      const { rows } = await other.pool.query<{ valid: boolean }>("SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'rows_k'::regclass");
+      expect(rows[0]!.valid).toBe(true);
+      const done = await other.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM rows_ WHERE done');
+      expect(done.rows[0]!.n).toBe(1000);
+    } finally {
+      await other.drop();
+    }
+  });
 });

@@ -1,3 +1,4 @@
+-- migrate:concurrently
 -- The relay no longer marks each published outbox row (an UPDATE rewrote every ~1 KB row and its
 -- indexes: about a fifth of Postgres's work per event). It keeps a cursor instead, as PgQ does:
 -- rows are read in (tx, id) order, where tx is the inserting transaction's id, and only from
@@ -8,18 +9,49 @@
 --
 -- Each published batch appends one row to applied_outbox_batches; the newest row is the cursor,
 -- and trace reads when a record was published from the batch that covers it.
+--
+-- A busy outbox must not be rewritten under an exclusive lock: the new columns are added without
+-- a default first (catalog only), rows from before the migration are backfilled in batches that
+-- commit as they go, the position index is built concurrently, and NOT NULL is proven by a
+-- constraint validated without blocking writes. Rows from before the migration get tx 2: real
+-- transaction ids start at 3, so they sort first, in id order.
 
 ALTER TABLE applied_outbox
-  ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
-  ADD COLUMN source_topic text,
-  ADD COLUMN source_partition integer,
-  ADD COLUMN source_offset bigint;
+  ADD COLUMN IF NOT EXISTS tx xid8,
+  ADD COLUMN IF NOT EXISTS source_topic text,
+  ADD COLUMN IF NOT EXISTS source_partition integer,
+  ADD COLUMN IF NOT EXISTS source_offset bigint;
+-- Rows written from now on carry their transaction's id (a default changes only the catalog).
+ALTER TABLE applied_outbox ALTER COLUMN tx SET DEFAULT pg_current_xact_id();
+DO $$
+DECLARE
+  upto bigint;
+  last bigint := 0;
+BEGIN
+  SELECT COALESCE(max(id), 0) INTO upto FROM applied_outbox;
+  WHILE last < upto LOOP
+    -- Rows written before this migration keep their headers as columns.
+    UPDATE applied_outbox SET
+      tx = '2'::xid8,
+      source_topic = headers ->> 'source-topic',
+      source_partition = (headers ->> 'source-partition')::integer,
+      source_offset = (headers ->> 'source-offset')::bigint
+    WHERE id > last AND id <= last + 5000 AND tx IS NULL;
+    last := last + 5000;
+    COMMIT;
+  END LOOP;
+END $$;
+DO $$
+BEGIN
+  ALTER TABLE applied_outbox ADD CONSTRAINT applied_outbox_tx_set CHECK (tx IS NOT NULL) NOT VALID;
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+ALTER TABLE applied_outbox VALIDATE CONSTRAINT applied_outbox_tx_set;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS applied_outbox_position ON applied_outbox (tx, id);
 
--- Rows written before this migration keep their headers as columns.
-UPDATE applied_outbox SET
-  source_topic = headers ->> 'source-topic',
-  source_partition = (headers ->> 'source-partition')::integer,
-  source_offset = (headers ->> 'source-offset')::bigint;
+-- migrate:then-in-transaction
+ALTER TABLE applied_outbox ALTER COLUMN tx SET NOT NULL;
+ALTER TABLE applied_outbox DROP CONSTRAINT applied_outbox_tx_set;
 
 CREATE TABLE applied_outbox_batches (
   id            bigserial PRIMARY KEY,
@@ -32,11 +64,11 @@ CREATE TABLE applied_outbox_batches (
 
 CREATE INDEX applied_outbox_batches_position ON applied_outbox_batches (last_tx, last_id);
 
--- Rows already published become one batch. Every existing row has this migration's tx, so the
+-- Rows already published become one batch. Every row from before the migration has tx 2, so the
 -- cursor is an id: the last one before the first unpublished row (rows after it that were already
 -- published are published again, byte-identical, which an at-least-once subscriber tolerates).
 INSERT INTO applied_outbox_batches (last_tx, last_id, records, published_at)
-SELECT pg_current_xact_id(),
+SELECT '2'::xid8,
        COALESCE((SELECT min(id) - 1 FROM applied_outbox WHERE published_at IS NULL), max(id)),
        count(*), max(published_at)
 FROM applied_outbox
@@ -45,7 +77,6 @@ HAVING count(*) > 0;
 
 DROP INDEX applied_outbox_unpublished;
 ALTER TABLE applied_outbox DROP COLUMN headers, DROP COLUMN published_at;
-CREATE INDEX applied_outbox_position ON applied_outbox (tx, id);
 
 -- Each applied event rewrites its resource's row; free space on the page lets Postgres do that as
 -- a heap-only update (no new primary-key entry).
