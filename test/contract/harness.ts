@@ -1,6 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
-import { sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
+import { contractExampleEvent, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
 import { failureSettingsFrom, failuresEnv } from '../../shared/failures/index.ts';
 import { parseConfig } from '../../shared/config/env.ts';
 import type { TopicNames } from '../../shared/kafka/topics.ts';
@@ -209,31 +209,20 @@ export function resourceKeyOf(event: { tenant_id: string; resource: { type: stri
   return `${event.tenant_id}/${event.resource.type}/${event.resource.id}`;
 }
 
-export const THUMB_CHECKSUM = `sha256:${createHash('sha256').update('thm_123/thumb.png').digest('hex')}`;
-
 /**
- * The contract's own example event, verbatim except for a fresh event_id, resource id and
- * idempotency key (theme:<id>:v42), so that runs never collide.
+ * The contract's own example event (shared/contract contractExampleEvent), verbatim except for a
+ * fresh event_id, resource id and idempotency key (theme:<id>:v42), so that runs never collide.
  */
 export function contractExample(fresh: { eventId?: string; resourceId?: string; tenant?: string } = {}) {
   const resourceId = fresh.resourceId ?? freshId('thm');
+  const example = contractExampleEvent();
   return {
+    ...example,
     event_id: fresh.eventId ?? freshEventId(),
-    event_type: 'theme.updated',
-    event_version: 1,
-    occurred_at: '2026-08-27T10:15:30Z',
-    delivery_attempt: 1,
-    tenant_id: fresh.tenant ?? 'tenant_acme',
+    tenant_id: fresh.tenant ?? example.tenant_id,
     idempotency_key: `theme:${resourceId}:v42`,
-    resource: { type: 'theme', id: resourceId, version: 42 },
-    data: {
-      slug: 'minimal-dark',
-      name: 'Minimal Dark',
-      status: 'active',
-      palette: { background: '#0B0B0C', foreground: '#F5F7FA', accent: '#7C5CFF' },
-      layout: { clockStyle: 'split-flap', showSeconds: false, timezone: 'Asia/Jakarta' },
-      assets: [{ type: 'thumbnail', url: `https://cdn.example.com/themes/thm_123/thumb.png`, checksum: THUMB_CHECKSUM }],
-    } as Record<string, unknown>,
+    resource: { ...example.resource, id: resourceId },
+    data: example.data as Record<string, unknown>,
   };
 }
 
