@@ -8,6 +8,7 @@ import {
   topicEnv,
 } from '../../shared/config/env.ts';
 import { failureSettingsFrom, failuresEnv, type FailureSettings } from '../../shared/failures/index.ts';
+import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '../../shared/retention/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 
 export const workerEnvSchema = z.object({
@@ -18,6 +19,7 @@ export const workerEnvSchema = z.object({
   TOPIC_APPLIED: topicEnv.shape.TOPIC_APPLIED,
   TOPIC_RETRY_LEVELS: topicEnv.shape.TOPIC_RETRY_LEVELS,
   ...failuresEnv.shape,
+  ...retentionEnv.shape,
   // Not the shared 9464 default: the worker runs beside the ingress on one machine.
   ADMIN_PORT: portSchema.default(9465),
   CONSUMER_GROUP: z.string().min(1).default('theme-applier'),
@@ -70,6 +72,8 @@ export interface WorkerConfig {
   retryLevels?: number;
   /** Retry delays, outage probe backoff, fault injection; default: production defaults, no faults. */
   failures?: FailureSettings;
+  /** Retention (shared/retention); the loop runs only when set and enabled (workerConfigFromEnv: on by default). */
+  retention?: RetentionSettings;
 }
 
 export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
@@ -98,5 +102,6 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     crashAfter: env.WORKER_CRASH_AFTER,
     retryLevels: env.TOPIC_RETRY_LEVELS,
     failures: failureSettingsFrom(env),
+    retention: retentionSettingsFrom(env),
   };
 }

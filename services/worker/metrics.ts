@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { RETENTION_TARGETS, type RetentionBatch, type RetentionRunReport } from '../../shared/retention/index.ts';
 
 export interface WorkerMetrics {
   processed: Counter<'outcome'>;
@@ -10,6 +11,9 @@ export interface WorkerMetrics {
   outboxAge: Gauge;
   relayPublished: Counter;
   batchDuration: Histogram;
+  retentionRows: Counter<'table' | 'action'>;
+  retentionRuns: Counter<'result'>;
+  retentionLastSuccess: Gauge;
 }
 
 /** Registers on the registry it is given (one per worker instance), never the global one. */
@@ -72,5 +76,43 @@ export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     }),
+    retentionRows: retentionRows(registers),
+    retentionRuns: new Counter({
+      name: 'webhook_retention_runs_total',
+      help: 'Retention runs, by result (complete, time_limit, stopped, skipped: another process was pruning, failed)',
+      labelNames: ['result'],
+      registers,
+    }),
+    retentionLastSuccess: new Gauge({
+      name: 'webhook_retention_last_success_timestamp_seconds',
+      help: 'When the last retention run of this process ended without error (complete or time_limit); 0 before the first',
+      registers,
+    }),
+  };
+}
+
+function retentionRows(registers: Registry[]): Counter<'table' | 'action'> {
+  const counter = new Counter({
+    name: 'webhook_retention_rows_total',
+    help: 'Rows retention changed, by table and action (pruned_body: raw body removed, row kept; deleted)',
+    labelNames: ['table', 'action'],
+    registers,
+  });
+  // Every series exists from the start, so rate() and alerts see 0 rather than nothing.
+  for (const { table, action } of RETENTION_TARGETS) counter.inc({ table, action }, 0);
+  return counter;
+}
+
+/** What the retention loop reports, as metrics (counted per batch, so a long run shows progress). */
+export function retentionObserver(metrics: WorkerMetrics): {
+  onBatch: (batch: RetentionBatch) => void;
+  onRun: (report: RetentionRunReport) => void;
+} {
+  return {
+    onBatch: (batch) => metrics.retentionRows.inc({ table: batch.table, action: batch.action }, batch.rows),
+    onRun: (report) => {
+      metrics.retentionRuns.inc({ result: report.result });
+      if (report.result === 'complete' || report.result === 'time_limit') metrics.retentionLastSuccess.set(Date.now() / 1000);
+    },
   };
 }

@@ -12,7 +12,8 @@ import { topicNames } from '../../shared/kafka/topics.ts';
 import { createBatchHandler, type OnFailure, type OnQuarantined } from './batch-handler.ts';
 import type { WorkerConfig } from './config.ts';
 import { createCrashPoints } from './crash-points.ts';
-import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
+import { createWorkerMetrics, retentionObserver, type WorkerMetrics } from './metrics.ts';
+import { startRetentionLoop, type RetentionLoop } from '../../shared/retention/index.ts';
 import { OutboxRelay, relayParts } from './outbox-relay.ts';
 import { startRelayThread, type RelayHandle } from './relay-thread.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
@@ -44,6 +45,8 @@ export interface WorkerHandle {
   /** The failure path (undefined when deps.onFailure replaces it). */
   failures: FailureHandling | undefined;
   relay: RelayHandle;
+  /** The retention loop (undefined unless config.retention.enabled). */
+  retention: RetentionLoop | undefined;
   pool: Pool;
   adminPort: number | undefined;
   /** Stop fetching from the events topic (every partition) until resume(). */
@@ -212,6 +215,9 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       },
     });
   }
+  const retention = config.retention?.enabled
+    ? startRetentionLoop({ pool, settings: config.retention, logger: logger.child({ component: 'retention' }), ...retentionObserver(metrics) })
+    : undefined;
   logger.info({ group: config.groupId, topic: config.eventsTopic, applied_topic: config.appliedTopic }, 'worker started');
 
   let closing: Promise<void> | undefined;
@@ -222,12 +228,15 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     consumer,
     failures,
     relay,
+    retention,
     pool,
     adminPort: admin?.port,
     pause: () => consumer.pause([{ topic: config.eventsTopic }]),
     resume: () => consumer.resume([{ topic: config.eventsTopic }]),
     close: () => {
       closing ??= (async () => {
+        // A retention run stops between two batches.
+        await retention?.stop();
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await consumer.disconnect();
         await failures?.close();

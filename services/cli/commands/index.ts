@@ -3,6 +3,7 @@ import { dlqList, dlqReplay, dlqShow } from './dlq.ts';
 import { lagCommand } from './lag.ts';
 import { migrateCommand } from './migrate.ts';
 import { offsetsReset } from './offsets.ts';
+import { pruneCommand } from './prune.ts';
 import { reprocessCommand } from './reprocess.ts';
 import { sendCommand } from './send.ts';
 import { topicsCreate } from './topics.ts';
@@ -18,5 +19,6 @@ export const allCommands: CommandSpec[] = [
   dlqList,
   dlqShow,
   dlqReplay,
+  pruneCommand,
   sendCommand,
 ];
