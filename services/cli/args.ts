@@ -73,21 +73,55 @@ export function intOption(args: ParsedArgs, name: string, min = 0): number | und
   return Number(v);
 }
 
-/** An ISO-8601 time with at least a date; bare integers are offsets, never times. */
-export function parseIsoTime(value: string): number | undefined {
-  if (!/^\d{4}-\d{2}-\d{2}/.test(value)) return undefined;
-  const ms = Date.parse(value);
+/** How the help of every option that takes a time says what it takes. */
+export const TIME_HELP = 'an ISO-8601 time with an explicit offset (Z or ±HH:MM), e.g. 2026-01-31T12:00:00Z';
+
+// YYYY-MM-DDTHH:MM[:SS[.fraction]] and an offset: Z, or ±HH:MM.
+const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
+// The same without the offset (or a date alone): what Date.parse would read as local time (or UTC midnight).
+const WITHOUT_OFFSET = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?)?$/i;
+
+/**
+ * An instant, in ms: an ISO-8601 date and time with an explicit offset. Undefined when the value is
+ * not such a time (the caller says what it expected). A time without an offset is a UsageError
+ * naming the fix: Date.parse would read it in the zone of whichever machine runs the CLI, and an
+ * operator on a laptop in another zone would select other hours than meant without noticing.
+ */
+export function parseIsoTime(value: string, optionName: string): number | undefined {
+  const bare = WITHOUT_OFFSET.exec(value);
+  if (bare) {
+    if (!validFields(bare)) return undefined;
+    const example = bare[4] === undefined ? `${value}T00:00:00` : value;
+    throw new UsageError(
+      `--${optionName} ${value} has no UTC offset: add Z for UTC (${example}Z) or the zone's offset (e.g. ${example}+07:00); ` +
+        "times are never read in this machine's zone",
+    );
+  }
+  const m = INSTANT.exec(value);
+  if (!m || !validFields(m)) return undefined;
+  const offset = m[8]!.toUpperCase();
+  if (offset !== 'Z' && (Number(offset.slice(1, 3)) > 23 || Number(offset.slice(4, 6)) > 59)) return undefined;
+  const ms = Date.parse(value.toUpperCase());
   return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** Date.parse takes 2026-02-30 as March 2 and 24:00 as the next day: refuse what no calendar has. */
+function validFields(m: RegExpExecArray): boolean {
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth) return false;
+  if (m[4] === undefined) return true;
+  return Number(m[4]) <= 23 && Number(m[5]) <= 59 && (m[6] === undefined || Number(m[6]) <= 59);
 }
 
 export type Position = { kind: 'offset'; offset: bigint } | { kind: 'time'; timestamp: number };
 
-/** `--from` / `--to` of reprocess: an offset or an ISO time. */
+/** `--from` / `--to` of reprocess: an offset or an ISO time with an offset. */
 export function parsePosition(value: string, optionName: string): Position {
   if (/^\d+$/.test(value)) return { kind: 'offset', offset: BigInt(value) };
-  const timestamp = parseIsoTime(value);
+  const timestamp = parseIsoTime(value, optionName);
   if (timestamp !== undefined) return { kind: 'time', timestamp };
-  throw new UsageError(`--${optionName} must be an offset (integer) or an ISO time (e.g. 2026-01-31T12:00:00Z), got "${value}"`);
+  throw new UsageError(`--${optionName} must be an offset (integer) or ${TIME_HELP}, got "${value}"`);
 }
 
 export function renderOptions(options: Record<string, OptionSpec>): string {

@@ -38,7 +38,10 @@ describe('runCli dispatch and usage errors (exit 2)', () => {
     [['dlq', 'show'], /expects one <event_id\|partition:offset>/],
     [['dlq', 'replay'], /give event ids \(or partition:offset\) to replay, or --all/],
     [['dlq', 'replay', 'e1', '--all'], /either event ids or --all/],
-    [['dlq', 'list', '--since', 'last week'], /--since must be an ISO time/],
+    [['dlq', 'list', '--since', 'last week'], /--since must be an ISO-8601 time with an explicit offset \(Z or ±HH:MM\)/],
+    [['dlq', 'list', '--since', '2026-01-31T12:00'], /--since 2026-01-31T12:00 has no UTC offset: add Z for UTC \(2026-01-31T12:00Z\)/],
+    [['reprocess', '--topic', 't', '--from', '2026-01-31'], /--from 2026-01-31 has no UTC offset: add Z for UTC \(2026-01-31T00:00:00Z\)/],
+    [['offsets', 'reset', '--group', 'g', '--topic', 't', '--to', '2026-01-31T12:00:00'], /--to 2026-01-31T12:00:00 has no UTC offset/],
   ])('%j', async (argv, message) => {
     const r = await run(argv);
     expect(r.code, r.stderr).toBe(2);

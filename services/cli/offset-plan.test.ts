@@ -13,9 +13,13 @@ describe('parseResetTarget', () => {
     ['latest', { kind: 'latest' }],
     ['42', { kind: 'offset', offset: 42n }],
     ['2026-01-31T12:00:00Z', { kind: 'time', timestamp: Date.parse('2026-01-31T12:00:00Z') }],
-    ['2026-01-31', { kind: 'time', timestamp: Date.parse('2026-01-31') }],
+    ['2026-01-31T19:00:00+07:00', { kind: 'time', timestamp: Date.parse('2026-01-31T12:00:00Z') }],
   ])('%s', (input, expected) => {
     expect(parseResetTarget(input)).toEqual(expected);
+  });
+
+  it.each(['2026-01-31', '2026-01-31T12:00'])('refuses %s (no UTC offset) naming the fix', (input) => {
+    expect(() => parseResetTarget(input)).toThrow(/^--to 2026-01-31\S* has no UTC offset: add Z for UTC/);
   });
 
   it.each(['', 'now', '-1', '12abc', '2026-13-45T99:00:00Z', 'yesterday'])('rejects %j as a usage error', (input) => {

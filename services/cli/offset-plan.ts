@@ -1,4 +1,4 @@
-import { parseIsoTime, UsageError } from './args.ts';
+import { parseIsoTime, TIME_HELP, UsageError } from './args.ts';
 
 export type ResetTarget =
   | { kind: 'earliest' }
@@ -9,9 +9,9 @@ export type ResetTarget =
 export function parseResetTarget(value: string): ResetTarget {
   if (value === 'earliest' || value === 'latest') return { kind: value };
   if (/^\d+$/.test(value)) return { kind: 'offset', offset: BigInt(value) };
-  const timestamp = parseIsoTime(value);
+  const timestamp = parseIsoTime(value, 'to');
   if (timestamp !== undefined) return { kind: 'time', timestamp };
-  throw new UsageError(`--to must be earliest, latest, an ISO time or an offset, got "${value}"`);
+  throw new UsageError(`--to must be earliest, latest, an offset or ${TIME_HELP}, got "${value}"`);
 }
 
 export function describeTarget(target: ResetTarget): string {

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
-import { Partitioners } from 'kafkajs';
+import type { Message } from 'kafkajs';
 import { tenantScopedKey } from '../../../shared/apply/index.ts';
 import { eventFingerprint, parseEvent } from '../../../shared/contract/index.ts';
 import { headerText } from '../../../shared/failures/index.ts';
-import { CommandFailed, flag, parseIsoTime, stringOption, UsageError, type ParsedArgs } from '../args.ts';
+import { partitionForKey } from '../../../shared/kafka/murmur2.ts';
+import { PartitionedSender, topicLayouts, type TopicLayout } from '../../../shared/kafka/partitioned-send.ts';
+import { RecoveringProducer } from '../../../shared/kafka/recovering-producer.ts';
+import { CommandFailed, flag, parseIsoTime, stringOption, TIME_HELP, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin, type CliContext } from '../context.ts';
 import {
@@ -104,8 +107,8 @@ function filterFrom(args: ParsedArgs): DlqFilter {
   const sinceText = stringOption(args, 'since');
   let since: number | undefined;
   if (sinceText !== undefined) {
-    since = parseIsoTime(sinceText);
-    if (since === undefined) throw new UsageError(`--since must be an ISO time (e.g. 2026-01-31T12:00:00Z), got "${sinceText}"`);
+    since = parseIsoTime(sinceText, 'since');
+    if (since === undefined) throw new UsageError(`--since must be ${TIME_HELP}, got "${sinceText}"`);
   }
   const reason = stringOption(args, 'reason');
   return { ...(since === undefined ? {} : { since }), ...(reason === undefined ? {} : { reason }) };
@@ -129,7 +132,7 @@ function summary(e: DlqEntry, status: InboxStatus | undefined) {
 }
 
 const filterOptions = {
-  since: { type: 'string', description: 'only records dead-lettered at or after this ISO time', valueName: 'time' },
+  since: { type: 'string', description: 'only records dead-lettered at or after this ISO time, with an explicit offset (Z or ±HH:MM)', valueName: 'time' },
   reason: { type: 'string', description: 'only records with this dlq-reason (e.g. invalid_envelope, retries_exhausted)', valueName: 'R' },
 } as const;
 
@@ -215,7 +218,11 @@ const SETTLED_OK = new Set(['applied', 'stale', 'duplicate', 'duplicate_version'
 
 export interface ReplayOutcome {
   event_id: string | null;
+  /** Where on the DLQ the replayed record came from. */
   from: string;
+  /** Where the replay landed on the events topic, from the broker's answer (offset absent when not written). */
+  partition?: number;
+  offset?: string;
   status: string;
   ok: boolean;
   detail?: string;
@@ -252,7 +259,7 @@ async function waitForOutcomes(
   const from = (s: SentRecord) => `${s.entry.partition}:${s.entry.offset}`;
   const results = new Map<SentRecord, ReplayOutcome>();
   const settle = (s: SentRecord, outcome: Omit<ReplayOutcome, 'event_id' | 'from'>) =>
-    results.set(s, { event_id: s.entry.eventId, from: from(s), ...outcome });
+    results.set(s, { event_id: s.entry.eventId, from: from(s), partition: s.partition, offset: s.offset.toString(), ...outcome });
 
   // A replay cannot apply an event whose id the inbox holds with other content: it is quarantined again.
   const otherBytes = sent.filter((s) => {
@@ -322,6 +329,8 @@ async function waitForOutcomes(
     return {
       event_id: s.entry.eventId,
       from: from(s),
+      partition: s.partition,
+      offset: s.offset.toString(),
       status: 'timeout',
       ok: false,
       detail: `no outcome within ${timeoutMs} ms (inbox status before the replay: ${now?.status ?? 'none'}; is a worker running for group ${group}?)`,
@@ -329,14 +338,70 @@ async function waitForOutcomes(
   });
 }
 
-/** Offsets of a send's messages: kafkajs keeps each partition's messages in order from its baseOffset. */
-export function producedOffsets(partitions: number[], metadata: Array<{ partition: number; baseOffset?: string }>): bigint[] {
-  const next = new Map(metadata.map((m) => [m.partition, BigInt(m.baseOffset ?? '-1')]));
-  return partitions.map((p) => {
-    const offset = next.get(p) ?? -1n;
-    next.set(p, offset + 1n);
-    return offset;
+/** What the broker answered for one replayed record. */
+export type SendResult = { ok: true; partition: number; offset: bigint } | { ok: false; partition: number | undefined; error: string };
+
+/**
+ * Each message's offset from a send's answer: a partition's messages are appended in order from its
+ * baseOffset. A partition the answer does not mention was not acknowledged (kafkajs#1303 resolves a
+ * send without part of it), so its records are failures, never "sent" at offset -1.
+ */
+export function acknowledgedOffsets(partitions: readonly number[], metadata: ReadonlyArray<{ partition: number; baseOffset?: string }>): SendResult[] {
+  const next = new Map<number, bigint>();
+  for (const m of metadata) if (m.baseOffset !== undefined && BigInt(m.baseOffset) >= 0n) next.set(m.partition, BigInt(m.baseOffset));
+  return partitions.map((partition) => {
+    const offset = next.get(partition);
+    if (offset === undefined) return { ok: false, partition, error: `the broker's answer has no offset for partition ${partition}: not acknowledged` };
+    next.set(partition, offset + 1n);
+    return { ok: true, partition, offset };
   });
+}
+
+const REPLAY_SEND_TIMEOUT_MS = 30_000;
+
+/**
+ * Sends the messages to `topic` one partition at a time, in partition order, and reports each
+ * message's own result. A send per partition has a single leader, so the kafkajs hazard of a send
+ * across leaders (PartitionedSender) cannot drop part of it, and a partition the broker refuses
+ * (record too large, no leader) fails only its own records. After a failed or timed-out send the
+ * producer is replaced (RecoveringProducer) before the next partition's send.
+ */
+export async function sendPerPartition(
+  producer: RecoveringProducer,
+  layout: (topic: string) => Promise<TopicLayout>,
+  topic: string,
+  messages: Message[],
+): Promise<SendResult[]> {
+  const { partitionCount } = await layout(topic);
+  const sender = new PartitionedSender({ send: () => Promise.reject(new Error('sends go through the current producer')) }, layout);
+  // Keyed records go where the ingress puts them (murmur2); each keyless one is a send of its own,
+  // placed by the sender's partitioner.
+  const groups = new Map<string, number[]>();
+  messages.forEach((m, i) => {
+    if (m.key !== null && m.key !== undefined) m.partition = partitionForKey(m.key, partitionCount);
+    const group = m.partition === undefined ? `keyless-${i}` : `partition-${m.partition}`;
+    const list = groups.get(group);
+    if (list) list.push(i);
+    else groups.set(group, [i]);
+  });
+  const results: SendResult[] = new Array<SendResult>(messages.length);
+  const ordered = [...groups.values()].sort((a, b) => (messages[a[0]!]!.partition ?? partitionCount) - (messages[b[0]!]!.partition ?? partitionCount));
+  for (const indices of ordered) {
+    const batch = indices.map((i) => messages[i]!);
+    try {
+      const metadata = await producer.use(
+        (p) => sender.send({ topic, acks: -1, messages: batch }, p),
+        REPLAY_SEND_TIMEOUT_MS,
+        'replay_send_timeout',
+        `replay send to ${topic}/${batch[0]!.partition ?? '?'}`,
+      );
+      acknowledgedOffsets(batch.map((m) => m.partition!), metadata).forEach((r, j) => (results[indices[j]!] = r));
+    } catch (error) {
+      const text = (error as Error).message;
+      for (const i of indices) results[i] = { ok: false, partition: messages[i]!.partition ?? undefined, error: text };
+    }
+  }
+  return results;
 }
 
 export const dlqReplay: CommandSpec = {
@@ -395,30 +460,44 @@ export const dlqReplay: CommandSpec = {
     const dlqBefore = wait
       ? new Map((await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]))
       : new Map<number, bigint>();
-    const producer = ctx.kafka().producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
-    await producer.connect();
-    ctx.onClose(() => producer.disconnect());
-    const partitionCount = (await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(events))).length;
-    // The same murmur2 partitioner as the ingress, computed here so each record's offset is known.
-    const partitioner = Partitioners.DefaultPartitioner();
-    const messages = toReplay.map((e) => {
-      const message = replayMessage(e, topic);
-      const partition = partitioner({
-        topic: events,
-        partitionMetadata: Array.from({ length: partitionCount }, (_, i) => ({ partitionId: i, leader: 0, partitionErrorCode: 0, replicas: [], isr: [] })),
-        message,
-      });
-      return { ...message, partition };
+    const admin = await connectedAdmin(ctx);
+    const producer = new RecoveringProducer({
+      create: () => ctx.kafka().producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }),
+      connectTimeoutMs: 10_000,
+      logger: ctx.logger,
+      name: 'dlq-replay',
     });
-    // One send: acks=all and idempotent, so when it returns every replayed record is durable on the events topic.
-    const metadata = await producer.send({ topic: events, acks: -1, timeout: 30_000, messages });
-    const offsets = producedOffsets(messages.map((m) => m.partition), metadata);
-    const sent: SentRecord[] = toReplay.map((entry, i) => ({ entry, marker: headerText(messages[i]!.headers, REPLAYED_FROM_HEADER)!, partition: messages[i]!.partition, offset: offsets[i]! }));
-    ctx.out.note(`replayed ${sent.length} record(s) to ${events}${wait ? '; waiting for outcomes' : ''}`);
+    ctx.onClose(() => producer.close());
+    await producer.connect();
+    const messages: Message[] = toReplay.map((e) => replayMessage(e, topic));
+    // Idempotent, acks=all: an acknowledged record is durable on the events topic.
+    const results = await sendPerPartition(producer, topicLayouts(admin), events, messages);
+    const sent: SentRecord[] = [];
+    const notSent: ReplayOutcome[] = [];
+    toReplay.forEach((entry, i) => {
+      const r = results[i]!;
+      const from = `${entry.partition}:${entry.offset}`;
+      if (r.ok) sent.push({ entry, marker: headerText(messages[i]!.headers ?? {}, REPLAYED_FROM_HEADER)!, partition: r.partition, offset: r.offset });
+      else notSent.push({ event_id: entry.eventId, from, ...(r.partition === undefined ? {} : { partition: r.partition }), status: 'send_failed', ok: false, detail: r.error });
+    });
+    ctx.out.note(
+      `replayed ${sent.length} record(s) to ${events}${notSent.length > 0 ? `; ${notSent.length} could not be sent` : ''}${wait && sent.length > 0 ? '; waiting for outcomes' : ''}`,
+    );
 
-    const outcomes: ReplayOutcome[] = wait
+    const settled: ReplayOutcome[] = wait
       ? await waitForOutcomes(ctx, sent, before, dlqBefore, Number(timeoutText))
-      : sent.map((s) => ({ event_id: s.entry.eventId, from: `${s.entry.partition}:${s.entry.offset}`, status: 'sent', ok: true, detail: `${events}/${s.partition}@${s.offset}` }));
+      : sent.map((s) => ({
+          event_id: s.entry.eventId,
+          from: `${s.entry.partition}:${s.entry.offset}`,
+          partition: s.partition,
+          offset: s.offset.toString(),
+          status: 'sent',
+          ok: true,
+          detail: `${events}/${s.partition}@${s.offset}`,
+        }));
+    // In the order the records were selected, sent or not.
+    const byFrom = new Map([...settled, ...notSent].map((o) => [o.from, o]));
+    const outcomes = toReplay.map((e) => byFrom.get(`${e.partition}:${e.offset}`)!);
     const failed = outcomes.filter((o) => !o.ok).length;
     const counts: Record<string, number> = {};
     for (const o of outcomes) counts[o.status] = (counts[o.status] ?? 0) + 1;

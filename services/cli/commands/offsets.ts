@@ -21,7 +21,7 @@ export const offsetsReset: CommandSpec = {
   options: {
     group: { type: 'string', description: 'consumer group whose offsets move', valueName: 'G' },
     topic: { type: 'string', description: 'topic whose offsets move', valueName: 'T' },
-    to: { type: 'string', description: 'earliest | latest | ISO time | offset', valueName: 'target' },
+    to: { type: 'string', description: 'earliest | latest | offset | ISO time with an explicit offset (Z or ±HH:MM)', valueName: 'target' },
     partition: { type: 'string', description: 'only this partition (default: all)', valueName: 'P' },
     execute: { type: 'boolean', description: 'apply the plan (otherwise only print it)' },
   },

@@ -57,8 +57,8 @@ export const reprocessCommand: CommandSpec = {
   options: {
     topic: { type: 'string', description: 'topic to read (usually the events topic)', valueName: 'T' },
     partition: { type: 'string', description: 'only this partition (default: all)', valueName: 'P' },
-    from: { type: 'string', description: 'first offset, or ISO time', valueName: 'offset|time' },
-    to: { type: 'string', description: 'end (exclusive) offset or ISO time (default: log end now)', valueName: 'offset|time' },
+    from: { type: 'string', description: 'first offset, or ISO time with an explicit offset (Z or ±HH:MM)', valueName: 'offset|time' },
+    to: { type: 'string', description: 'end (exclusive) offset or ISO time with an explicit offset (Z or ±HH:MM) (default: log end now)', valueName: 'offset|time' },
   },
   mutating: true,
   async run(args, ctx) {
@@ -89,12 +89,18 @@ export const reprocessCommand: CommandSpec = {
       topic,
       ranges: ranges.map((r) => ({ ...r })),
       groupPrefix: 'bridge-cli-reprocess',
-      onRecords: async (records, heartbeat) => {
+      // Counted only once applied (or, in a dry run, read) and marked handled right after, so a
+      // rebalance in the middle of a batch never counts or applies a chunk twice.
+      onRecords: async (records, heartbeat, handled) => {
         const p = records[0]!.partition;
-        perPartition.set(p, (perPartition.get(p) ?? 0) + records.length);
-        if (!applier) return;
+        const count = (n: number) => perPartition.set(p, (perPartition.get(p) ?? 0) + n);
+        if (!applier) {
+          count(records.length);
+          return;
+        }
         for (let i = 0; i < records.length; i += CHUNK) {
-          const chunk = records.slice(i, i + CHUNK).map((r) => toSourceRecord(r.topic, r.partition, r.message));
+          const read = records.slice(i, i + CHUNK);
+          const chunk = read.map((r) => toSourceRecord(r.topic, r.partition, r.message));
           for (let attempt = 1; ; attempt += 1) {
             try {
               const results = await applier.applyBatch(chunk);
@@ -111,6 +117,8 @@ export const reprocessCommand: CommandSpec = {
               await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
             }
           }
+          count(read.length);
+          handled(read[read.length - 1]!);
           await heartbeat();
         }
       },
