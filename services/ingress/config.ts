@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { adminPortEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '../../shared/config/env.ts';
+import { adminHostEnv } from '../../shared/observability/admin-server.ts';
 import { loadSources } from '../../shared/sources/index.ts';
 import type { IngressConfig } from './ingress.ts';
 import { ingressDefaults } from './ingress.ts';
@@ -7,6 +8,7 @@ import { ingressDefaults } from './ingress.ts';
 export const ingressEnvSchema = z.object({
   ...kafkaEnv.shape,
   ...adminPortEnv.shape,
+  ...adminHostEnv.shape,
   ...logEnv.shape,
   TOPIC_EVENTS: topicEnv.shape.TOPIC_EVENTS,
   PORT: portSchema.default(8080),
@@ -19,6 +21,8 @@ export const ingressEnvSchema = z.object({
   PUBLISH_LINGER_MS: z.coerce.number().int().min(0).max(100).default(ingressDefaults.lingerMs),
   HEADERS_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.headersTimeoutMs),
   REQUEST_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.requestTimeoutMs),
+  MAX_CONNECTIONS: positiveIntSchema.default(ingressDefaults.maxConnections),
+  MAX_INFLIGHT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxInflightBodyBytes),
 });
 
 export type IngressEnv = z.infer<typeof ingressEnvSchema>;
@@ -29,6 +33,7 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     port: env.PORT,
     host: env.HOST,
     adminPort: env.ADMIN_PORT,
+    adminHost: env.ADMIN_HOST,
     brokers: env.KAFKA_BROKERS,
     clientId: env.KAFKA_CLIENT_ID ?? 'ingress',
     topic: env.TOPIC_EVENTS,
@@ -40,6 +45,8 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     lingerMs: env.PUBLISH_LINGER_MS,
     headersTimeoutMs: env.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
+    maxConnections: env.MAX_CONNECTIONS,
+    maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
     logLevel: env.LOG_LEVEL,
   };
 }

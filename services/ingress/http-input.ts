@@ -25,12 +25,27 @@ export function isJsonContentType(req: IncomingMessage): boolean {
   return values !== undefined && values.length === 1 && JSON_MEDIA_TYPE.test(values[0]!.trim());
 }
 
-export type BodyResult = { kind: 'ok'; body: Buffer } | { kind: 'too_large' } | { kind: 'aborted' };
+export type BodyResult = { kind: 'ok'; body: Buffer } | { kind: 'too_large' } | { kind: 'over_budget' } | { kind: 'aborted' };
+
+/**
+ * Body bytes buffered across all requests at once (read, verified or waiting for their ack). A
+ * request takes its declared length before anything of its body is read, a body of unknown
+ * length (chunked) takes each chunk as it arrives, and the bytes are given back when the request
+ * is done (releaseBody). What does not fit is refused (over_budget) instead of read.
+ */
+export class BodyBudget {
+  readonly limitBytes: number;
+  usedBytes = 0;
+  constructor(limitBytes: number) {
+    this.limitBytes = limitBytes;
+  }
+}
 
 interface BodyReader {
   chunks: Buffer[];
   size: number;
   limitBytes: number;
+  budget: BodyBudget | undefined;
   resolve: (result: BodyResult) => void;
 }
 
@@ -39,7 +54,13 @@ interface BodyReader {
 // wraps every closure assigned to a name in a defineProperty call, a measurable cost at
 // thousands of requests per second.
 const READER = Symbol('rawBodyReader');
-type ReadingRequest = IncomingMessage & { [READER]?: BodyReader | undefined };
+// Bytes of the budget this request holds, given back by releaseBody.
+const HELD = Symbol('heldBodyBytes');
+type ReadingRequest = IncomingMessage & { [READER]?: BodyReader | undefined; [HELD]?: number };
+
+const OVER_BUDGET: BodyResult = { kind: 'over_budget' };
+const TOO_LARGE: BodyResult = { kind: 'too_large' };
+const ABORTED: BodyResult = { kind: 'aborted' };
 
 function finishReading(req: ReadingRequest, result: BodyResult): void {
   const reader = req[READER];
@@ -49,6 +70,8 @@ function finishReading(req: ReadingRequest, result: BodyResult): void {
   req.off('end', onBodyEnd);
   req.off('error', onBodyError);
   req.off('close', onBodyClose);
+  // A body that is not kept gives its bytes back at once.
+  if (result.kind !== 'ok' && reader.budget !== undefined) releaseBody(req, reader.budget);
   reader.resolve(result);
 }
 
@@ -57,8 +80,22 @@ function onBodyData(this: ReadingRequest, chunk: Buffer): void {
   if (reader === undefined) return;
   reader.size += chunk.length;
   if (reader.size > reader.limitBytes) {
-    finishReading(this, { kind: 'too_large' });
+    finishReading(this, TOO_LARGE);
     return;
+  }
+  const budget = reader.budget;
+  if (budget !== undefined) {
+    const held = this[HELD] ?? 0;
+    if (reader.size > held) {
+      // Only a body of unknown length grows past what it took up front.
+      const more = reader.size - held;
+      if (budget.usedBytes + more > budget.limitBytes) {
+        finishReading(this, OVER_BUDGET);
+        return;
+      }
+      budget.usedBytes += more;
+      this[HELD] = reader.size;
+    }
   }
   reader.chunks.push(chunk);
 }
@@ -71,21 +108,40 @@ function onBodyEnd(this: ReadingRequest): void {
 }
 
 function onBodyError(this: ReadingRequest): void {
-  finishReading(this, { kind: 'aborted' });
+  finishReading(this, ABORTED);
 }
 
 function onBodyClose(this: ReadingRequest): void {
-  if (!this.complete) finishReading(this, { kind: 'aborted' });
+  if (!this.complete) finishReading(this, ABORTED);
 }
 
-/** Reads the raw bytes (never a parsed-and-reserialised body) and stops at the limit. */
-export function readRawBody(req: IncomingMessage, limitBytes: number): Promise<BodyResult> {
+/**
+ * Reads the raw bytes (never a parsed-and-reserialised body) and stops at the limit. With a
+ * budget, `declaredBytes` (the Content-Length, at most the limit) is taken from it before anything
+ * is read, or the answer is over_budget at once; call releaseBody when the request is done.
+ */
+export function readRawBody(req: IncomingMessage, limitBytes: number, budget?: BodyBudget, declaredBytes = 0): Promise<BodyResult> {
+  const reading = req as ReadingRequest;
+  if (budget !== undefined) {
+    const declared = declaredBytes > 0 ? declaredBytes : 0;
+    if (budget.usedBytes + declared > budget.limitBytes) return Promise.resolve(OVER_BUDGET);
+    budget.usedBytes += declared;
+    reading[HELD] = declared;
+  }
   return new Promise((resolve) => {
-    const reading = req as ReadingRequest;
-    reading[READER] = { chunks: [], size: 0, limitBytes, resolve };
+    reading[READER] = { chunks: [], size: 0, limitBytes, budget, resolve };
     reading.on('data', onBodyData);
     reading.on('end', onBodyEnd);
     reading.on('error', onBodyError);
     reading.on('close', onBodyClose);
   });
+}
+
+/** Gives the request's body bytes back to the budget it read them under (idempotent). */
+export function releaseBody(req: IncomingMessage, budget: BodyBudget): void {
+  const reading = req as ReadingRequest;
+  const held = reading[HELD];
+  if (held === undefined || held === 0) return;
+  budget.usedBytes -= held;
+  reading[HELD] = 0;
 }

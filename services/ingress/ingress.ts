@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -10,7 +11,7 @@ import { createLogger, type Logger } from '../../shared/logging/logger.ts';
 import { startAdminServer } from '../../shared/observability/admin-server.ts';
 import { SIGNATURE_HEADERS, verifySignature } from '../../shared/signing/index.ts';
 import type { WebhookSource } from '../../shared/sources/index.ts';
-import { isJsonContentType, readRawBody, singleHeader, type HeaderResult } from './http-input.ts';
+import { BodyBudget, isJsonContentType, readRawBody, releaseBody, singleHeader, type HeaderResult } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
 import { BatchingPublisher, PublishError } from './publisher.ts';
 
@@ -36,6 +37,10 @@ export interface IngressConfig {
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
   keepAliveTimeoutMs?: number;
+  /** Open connections at once; past it node closes a new connection as soon as it is accepted. */
+  maxConnections?: number;
+  /** Request body bytes buffered at once across requests; past it a request is answered 503. */
+  maxInflightBodyBytes?: number;
   maxJsonDepth?: number;
   logLevel?: string;
 }
@@ -74,6 +79,11 @@ export const ingressDefaults = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5000,
+  // Without caps, each unauthenticated client may hold a socket and up to bodyLimitBytes for
+  // requestTimeoutMs. 1024 connections; 64 MiB of bodies (64 requests at the 1 MiB limit, tens of
+  // thousands of typical 1-2 KiB webhooks).
+  maxConnections: 1024,
+  maxInflightBodyBytes: 64 * 1024 * 1024,
   maxJsonDepth: 32,
 } as const;
 
@@ -125,10 +135,25 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const settings = { ...ingressDefaults, ...stripUndefined(config) };
   const logger = deps.logger ?? createLogger({ name: 'ingress', level: config.logLevel });
   const registry = deps.registry ?? new Registry();
-  const metrics = createIngressMetrics(registry);
+  const budget = new BodyBudget(settings.maxInflightBodyBytes);
+  const metrics = createIngressMetrics(registry, { inflightBodyBytes: () => budget.usedBytes });
+  metrics.overloadRefusals.inc({ reason: 'max_connections' }, 0);
+  metrics.overloadRefusals.inc({ reason: 'inflight_body_bytes' }, 0);
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId ?? 'ingress', logger });
   const sources = new Map(config.sources.map((s) => [s.id, s]));
+  // An unknown source id goes through exactly what a source of the default scheme does with a
+  // request it cannot verify (header checks, the body read, an HMAC) and gets the same 401: the
+  // answers do not tell which ids exist. Its secret is random and never matches; even if it did,
+  // the answer is 401.
+  const unknownSource: WebhookSource = {
+    id: 'unknown',
+    scheme: 'hmac-sha256',
+    secrets: [{ id: 'unknown', value: randomBytes(32).toString('hex') }],
+    tenants: [],
+    toleranceSeconds: 300,
+    resourceTypes: [],
+  };
   // The per-request line carries only the fields built in respond() (ids, status, reason,
   // latency, digest), none of which the redaction paths (secret, signature, body) can match, so
   // this child skips the redaction pass (about a third of the cost of each line).
@@ -155,8 +180,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     // Refused before the body is read: node:http discards a body of known, bounded length and
     // keeps the connection; a body of unknown or excessive length is cut off with the connection.
     const unboundedBody = !req.complete && (declaredBytes === undefined || declaredBytes > settings.bodyLimitBytes);
-    const source = sources.get(sourceId);
-    if (!source) return { status: 404, body: errorBody('not_found'), reason: 'unknown_source', closeConnection: unboundedBody };
+    const source = sources.get(sourceId) ?? unknownSource;
     if (closing) return { status: 503, body: errorBody('unavailable'), reason: 'shutting_down', retryAfter: true, closeConnection: true };
     if (declaredBytes !== undefined && declaredBytes > settings.bodyLimitBytes) {
       return { status: 413, body: errorBody('payload_too_large'), reason: 'body_too_large', closeConnection: true };
@@ -197,9 +221,14 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     }
     const deliveryAttempt = retryHeader.value === undefined ? undefined : Number(retryHeader.value);
 
-    const read = await readRawBody(req, settings.bodyLimitBytes);
+    // The declared length is taken from the budget before a byte is read (handleWebhook gives it back).
+    const read = await readRawBody(req, settings.bodyLimitBytes, budget, declaredBytes);
     if (read.kind === 'aborted') return undefined;
     if (read.kind === 'too_large') return { status: 413, body: errorBody('payload_too_large'), reason: 'body_too_large', closeConnection: true };
+    if (read.kind === 'over_budget') {
+      metrics.overloadRefusals.inc({ reason: 'inflight_body_bytes' });
+      return { status: 503, body: errorBody('unavailable'), reason: 'inflight_body_bytes', retryAfter: true, closeConnection: true };
+    }
     const rawBody = read.body;
 
     // Verify the bytes exactly as received, before any parsing: a re-serialised body is a different body.
@@ -211,6 +240,10 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       now: nowSeconds(),
       toleranceSeconds: source.toleranceSeconds,
     });
+    if (source === unknownSource) {
+      metrics.signatureFailures.inc({ source: source.id, reason: 'unknown_source' });
+      return { status: 401, body: UNAUTHORIZED, reason: 'unknown_source' };
+    }
     if (verified.clockSkewSeconds !== undefined) metrics.clockSkew.observe({ source: source.id }, verified.clockSkewSeconds);
     if (!verified.ok) {
       metrics.signatureFailures.inc({ source: source.id, reason: verified.reason });
@@ -334,6 +367,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
         if (!res.headersSent) respond(req, res, sourceId, started, { status: 500, body: errorBody('internal_error'), reason: 'internal_error' });
       })
       .finally(() => {
+        releaseBody(req, budget);
         active -= 1;
         if (active === 0) idle?.();
       });
@@ -371,6 +405,10 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     },
   );
   server.maxHeadersCount = 100;
+  // Over the cap node closes the new connection as soon as it is accepted (no answer is possible
+  // without reading a request from it).
+  server.maxConnections = settings.maxConnections;
+  server.on('drop', () => metrics.overloadRefusals.inc({ reason: 'max_connections' }));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host ?? '0.0.0.0', () => {
@@ -384,9 +422,11 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     port: config.adminPort,
     host: config.adminHost,
     registry,
+    logger,
+    // publisher.status says why the broker is unavailable: the admin server logs it, never answers it.
     ready: async () => ({
       ready: !closing && publisher.available,
-      checks: { broker: publisher.status, accepting: !closing },
+      checks: { broker: publisher.available || publisher.status, accepting: !closing },
     }),
   }).catch(async (error: unknown) => {
     await new Promise<void>((resolve) => server.close(() => resolve()));

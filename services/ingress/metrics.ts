@@ -9,10 +9,17 @@ export interface IngressMetrics {
   publishBatchSize: Histogram;
   requestDuration: Histogram<'status'>;
   brokerAvailable: Gauge;
+  overloadRefusals: Counter<'reason'>;
+  inflightBodyBytes: Gauge;
+}
+
+export interface IngressReadings {
+  /** Body bytes buffered across requests right now (read at scrape time only). */
+  inflightBodyBytes: () => number;
 }
 
 /** Registers on the registry it is given (one per service instance), never the global one. */
-export function createIngressMetrics(registry: Registry): IngressMetrics {
+export function createIngressMetrics(registry: Registry, readings?: IngressReadings): IngressMetrics {
   const registers = [registry];
   return {
     requests: new Counter({
@@ -63,6 +70,20 @@ export function createIngressMetrics(registry: Registry): IngressMetrics {
       name: 'webhook_broker_available',
       help: '1 while the producer is connected and acks arrive, 0 while answering 503',
       registers,
+    }),
+    overloadRefusals: new Counter({
+      name: 'webhook_overload_refusals_total',
+      help: 'Connections closed at accept over MAX_CONNECTIONS (max_connections), requests answered 503 over MAX_INFLIGHT_BODY_BYTES (inflight_body_bytes)',
+      labelNames: ['reason'],
+      registers,
+    }),
+    inflightBodyBytes: new Gauge({
+      name: 'webhook_inflight_body_bytes',
+      help: 'Request body bytes buffered right now across requests (declared lengths are counted when reading starts)',
+      registers,
+      collect() {
+        if (readings) this.set(readings.inflightBodyBytes());
+      },
     }),
   };
 }

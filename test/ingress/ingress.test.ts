@@ -103,7 +103,9 @@ describe('ingress against the real broker', () => {
     const withHeaders = (headers: Array<[string, string]>) => ({ ...base(), headers });
     const cases: Array<{ name: string; request: Parameters<typeof send>[1]; status: number; error?: string }> = [];
     const valid = base();
-    cases.push({ name: 'unknown source', request: { ...valid, path: '/webhooks/nope' }, status: 404 });
+    // An unknown source is answered like a signature that does not verify: no oracle for which ids exist.
+    cases.push({ name: 'unknown source', request: { ...valid, path: '/webhooks/nope' }, status: 401, error: 'unauthorized' });
+    cases.push({ name: 'unknown percent-encoded source', request: { ...valid, path: '/webhooks/ac%6De2' }, status: 401, error: 'unauthorized' });
     cases.push({ name: 'GET', request: { ...valid, method: 'GET', body: '' }, status: 404 });
     cases.push({
       name: 'text/plain',
@@ -186,10 +188,47 @@ describe('ingress against the real broker', () => {
     const metrics = await (await fetch(`${ingress.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/webhook_signature_failures_total\{source="acme",reason="timestamp_out_of_window"\} 2/);
     expect(metrics).toMatch(/webhook_signature_failures_total\{source="acme",reason="repeated_header"\} 3/);
-    expect(metrics).toMatch(/webhook_requests_total\{source="unknown",event_type="unknown",status="404"\}/);
+    expect(metrics).toMatch(/webhook_requests_total\{source="unknown",event_type="unknown",status="401"\} 2/);
+    expect(metrics).toMatch(/webhook_signature_failures_total\{source="unknown",reason="unknown_source"\} 2/);
     expect(metrics).toMatch(/webhook_clock_skew_seconds_bucket/);
     expect(metrics).toMatch(/webhook_request_duration_seconds_bucket/);
     expect(metrics).toMatch(/webhook_publish_latency_seconds_count [1-9]/);
+  });
+
+  it('answers an unknown source exactly like a known source whose signature fails', async () => {
+    const wrongSecret = signedRequest({ secret: 'some-other-secret-0123456789' });
+    const known = await send(ingress.url, wrongSecret);
+    const unknown = await send(ingress.url, { ...signedRequest(), path: '/webhooks/no-such-source' });
+    expect(unknown.status).toBe(401);
+    expect(unknown.body).toBe(known.body);
+    const comparable = (h: Record<string, unknown>) => Object.fromEntries(Object.entries(h).filter(([k]) => k !== 'date'));
+    expect(comparable(unknown.headers)).toEqual(comparable(known.headers));
+    // A header problem is answered the same way too (as a source of the default scheme would).
+    const bare = signedRequest();
+    const noSignature = { ...bare, headers: bare.headers.filter(([k]) => k !== 'x-webhook-signature') };
+    const knownBare = await send(ingress.url, noSignature);
+    const unknownBare = await send(ingress.url, { ...noSignature, path: '/webhooks/no-such-source' });
+    expect([unknownBare.status, unknownBare.body]).toEqual([knownBare.status, knownBare.body]);
+
+    // Same timing class: both read the whole body before answering (no early answer for an unknown id).
+    const { port } = new URL(ingress.url);
+    const firstAnswer = async (path: string) => {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await once(socket, 'connect');
+      let answer = '';
+      socket.on('data', (c: Buffer) => (answer += c.toString()));
+      const r = signedRequest({ secret: 'some-other-secret-0123456789' });
+      const head = [`POST ${path} HTTP/1.1`, 'Host: x', `Content-Length: ${r.body.length}`, ...r.headers.map(([k, v]) => `${k}: ${v}`)];
+      socket.write(`${head.join('\r\n')}\r\n\r\n`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const beforeBody = answer;
+      socket.write(r.body);
+      while (!/\r\n\r\n/.test(answer)) await new Promise((resolve) => setTimeout(resolve, 20));
+      socket.destroy();
+      return { beforeBody, status: answer.slice(9, 12) };
+    };
+    expect(await firstAnswer('/webhooks/acme')).toEqual({ beforeBody: '', status: '401' });
+    expect(await firstAnswer('/webhooks/no-such-source')).toEqual({ beforeBody: '', status: '401' });
   });
 
   it('answers 200 concurrent requests on one hot key with exactly as many records', async () => {

@@ -1,0 +1,166 @@
+import { once } from 'node:events';
+import net from 'node:net';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { ingressConfigFromEnv, ingressEnvSchema } from '../../services/ingress/config.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import type { IngressHandle } from '../../services/ingress/ingress.ts';
+
+/** A raw HTTP/1.1 client: the test decides when each part of the request goes out. */
+class RawClient {
+  readonly socket: net.Socket;
+  answer = '';
+  closed = false;
+  constructor(port: number) {
+    this.socket = net.connect(port, '127.0.0.1');
+    this.socket.on('data', (c: Buffer) => (this.answer += c.toString()));
+    this.socket.on('close', () => (this.closed = true));
+    this.socket.on('error', () => {});
+  }
+  async connected(): Promise<void> {
+    await once(this.socket, 'connect');
+  }
+  /** Request line and headers of a signed-looking webhook; the body is sent later (or never). */
+  head(path: string, headers: Record<string, string>): void {
+    const lines = [`POST ${path} HTTP/1.1`, 'Host: x', 'Content-Type: application/json', 'X-Webhook-Id: evt_x', 'X-Webhook-Timestamp: 1', 'X-Webhook-Signature: v1=00'];
+    for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
+    this.socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+  }
+  status(): number | undefined {
+    const m = /^HTTP\/1\.1 (\d{3})/.exec(this.answer);
+    return m ? Number(m[1]) : undefined;
+  }
+  header(name: string): string | undefined {
+    const m = new RegExp(`^${name}: (.*)$`, 'im').exec(this.answer.split('\r\n\r\n')[0] ?? '');
+    return m?.[1]?.trim();
+  }
+}
+
+async function metric(ingress: IngressHandle, pattern: RegExp): Promise<number | undefined> {
+  const text = await (await fetch(`${ingress.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => pattern.test(l));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+const port = (ingress: IngressHandle) => Number(new URL(ingress.url).port);
+
+describe('ingress limits on what unauthenticated clients can hold', () => {
+  let kafka: Kafka;
+  let topic: string;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
+  });
+
+  it('MAX_CONNECTIONS and MAX_INFLIGHT_BODY_BYTES come from the environment (defaults 1024 and 64 MiB)', () => {
+    const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json' };
+    const raw = { DEMO_SECRET: 'x'.repeat(32), DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh', DEMO_BODY_SECRET: 'y'.repeat(32) };
+    const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
+    expect(defaults).toMatchObject({ maxConnections: 1024, maxInflightBodyBytes: 64 * 1024 * 1024, adminHost: '127.0.0.1' });
+    const set = ingressConfigFromEnv(ingressEnvSchema.parse({ ...base, MAX_CONNECTIONS: '10', MAX_INFLIGHT_BODY_BYTES: '2048', ADMIN_HOST: '0.0.0.0' }), raw);
+    expect(set).toMatchObject({ maxConnections: 10, maxInflightBodyBytes: 2048, adminHost: '0.0.0.0' });
+  });
+
+  it('refuses connections over maxConnections and counts them', async () => {
+    const ingress = await startTestIngress(testBrokers(), topic, { maxConnections: 4 });
+    const held: RawClient[] = [];
+    try {
+      for (let i = 0; i < 4; i += 1) {
+        const c = new RawClient(port(ingress));
+        await c.connected();
+        held.push(c);
+      }
+      // Node accepts the TCP connection and closes it at once: no request is read from it.
+      const extra = new RawClient(port(ingress));
+      await extra.connected().catch(() => {});
+      extra.head('/webhooks/acme', { 'Content-Length': '2' });
+      await waitFor(() => extra.closed, 5000, 'the connection over the cap to be closed');
+      expect(extra.answer).toBe('');
+      expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="max_connections"\}/)).toBe(1);
+      // The held connections still work.
+      held[0]!.head('/webhooks/acme', { 'Content-Length': '2' });
+      held[0]!.socket.write('{}');
+      await waitFor(() => held[0]!.status() !== undefined, 5000, 'an answer on a held connection');
+      expect(held[0]!.status()).toBe(401);
+    } finally {
+      for (const c of held) c.socket.destroy();
+      await ingress.close();
+    }
+  });
+
+  it('answers 503 with Retry-After, before reading the body, when the declared body would exceed the in-flight budget', async () => {
+    const ingress = await startTestIngress(testBrokers(), topic, { maxInflightBodyBytes: 100 * 1024 });
+    const clients: RawClient[] = [];
+    try {
+      // Two requests each declare 40 KiB and send only their headers: 80 KiB of the 100 KiB budget is held.
+      for (let i = 0; i < 2; i += 1) {
+        const c = new RawClient(port(ingress));
+        await c.connected();
+        c.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
+        clients.push(c);
+      }
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 80 * 1024, 5000, '80 KiB reserved');
+      const third = new RawClient(port(ingress));
+      await third.connected();
+      third.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
+      await waitFor(() => third.status() !== undefined, 5000, 'an answer to the request over the budget');
+      expect(third.status()).toBe(503);
+      expect(third.header('retry-after')).toBe('5');
+      expect(third.header('connection')).toBe('close');
+      expect(third.answer).toContain('{"error":"unavailable"}');
+      await waitFor(() => third.closed, 5000, 'the refused connection to close');
+      expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
+      // A small request still fits (20 KiB left).
+      const small = new RawClient(port(ingress));
+      await small.connected();
+      small.head('/webhooks/acme', { 'Content-Length': '2' });
+      small.socket.write('{}');
+      await waitFor(() => small.status() !== undefined, 5000, 'an answer to the small request');
+      expect(small.status()).toBe(401);
+      small.socket.destroy();
+
+      // The held bodies arrive: each is answered (401: not signed) and its bytes are released.
+      for (const c of clients) c.socket.write(Buffer.alloc(40 * 1024, 0x20));
+      await waitFor(() => clients.every((c) => c.status() !== undefined), 5000, 'answers to the held requests');
+      expect(clients.map((c) => c.status())).toEqual([401, 401]);
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released');
+      // A real webhook goes through once the budget is free again.
+      expect((await post(ingress.url, signedRequest())).status).toBe(202);
+    } finally {
+      for (const c of clients) c.socket.destroy();
+      await ingress.close();
+    }
+  });
+
+  it('a chunked body that grows past the budget is cut off with 503; an aborted body releases its bytes', async () => {
+    const ingress = await startTestIngress(testBrokers(), topic, { maxInflightBodyBytes: 64 * 1024 });
+    try {
+      const chunked = new RawClient(port(ingress));
+      await chunked.connected();
+      chunked.head('/webhooks/acme', { 'Transfer-Encoding': 'chunked' });
+      const chunk = (bytes: number) => chunked.socket.write(`${bytes.toString(16)}\r\n${' '.repeat(bytes)}\r\n`);
+      chunk(32 * 1024);
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 32 * 1024, 5000, '32 KiB held');
+      expect(chunked.status()).toBeUndefined();
+      chunk(40 * 1024);
+      await waitFor(() => chunked.status() !== undefined, 5000, 'an answer once the body passes the budget');
+      expect(chunked.status()).toBe(503);
+      expect(chunked.header('retry-after')).toBe('5');
+      await waitFor(() => chunked.closed, 5000, 'the connection to close');
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released after the refusal');
+
+      const aborted = new RawClient(port(ingress));
+      await aborted.connected();
+      aborted.head('/webhooks/acme', { 'Content-Length': String(30 * 1024) });
+      aborted.socket.write(Buffer.alloc(10 * 1024, 0x20));
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 30 * 1024, 5000, 'the declared 30 KiB reserved');
+      aborted.socket.destroy();
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released after the abort');
+      expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
+    } finally {
+      await ingress.close();
+    }
+  });
+});
