@@ -41,8 +41,9 @@ export const SELECT_INBOX_STATUSES = `
   FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
   JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`;
 
-/** The stored bodies of some inbox rows, by (tenant_id, event_id) pairs: $1 tenants, $2 event ids. */
+/** The stored bodies of some inbox rows (or, once retention pruned a body, its fingerprint), by
+ * (tenant_id, event_id) pairs: $1 tenants, $2 event ids. */
 export const SELECT_INBOX_PAYLOADS = `
-  SELECT i.tenant_id, i.event_id, i.payload
+  SELECT i.tenant_id, i.event_id, i.payload, i.fingerprint
   FROM unnest($1::text[], $2::text[]) AS k(tenant_id, event_id)
   JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`;

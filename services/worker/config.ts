@@ -9,6 +9,7 @@ import {
 } from '../../shared/config/env.ts';
 import { failureSettingsFrom, failuresEnv, type FailureSettings } from '../../shared/failures/index.ts';
 import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '../../shared/retention/index.ts';
+import { adminHostEnv } from '../../shared/observability/admin-server.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 
 export const workerEnvSchema = z.object({
@@ -22,6 +23,7 @@ export const workerEnvSchema = z.object({
   ...retentionEnv.shape,
   // Not the shared 9464 default: the worker runs beside the ingress on one machine.
   ADMIN_PORT: portSchema.default(9465),
+  ...adminHostEnv.shape,
   CONSUMER_GROUP: z.string().min(1).default('theme-applier'),
   // 1000 records per transaction and 2 MiB fetches measured ~20% faster than 500 / 1 MiB (bench/results/worker.md).
   WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
@@ -54,6 +56,8 @@ export interface WorkerConfig {
   eventsTopic: string;
   appliedTopic: string;
   adminPort: number;
+  /** Default 127.0.0.1 (a container deployment sets 0.0.0.0 for its probes). */
+  adminHost?: string;
   groupId: string;
   batchSize: number;
   partitionsConcurrency: number;
@@ -88,6 +92,7 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     eventsTopic: env.TOPIC_EVENTS,
     appliedTopic: env.TOPIC_APPLIED,
     adminPort: env.ADMIN_PORT,
+    adminHost: env.ADMIN_HOST,
     groupId: env.CONSUMER_GROUP,
     batchSize: env.WORKER_BATCH_SIZE,
     partitionsConcurrency: env.WORKER_PARTITIONS_CONCURRENCY,

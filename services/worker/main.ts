@@ -1,12 +1,8 @@
 import { loadConfigOrExit } from '../../shared/config/env.ts';
-import { adminHostEnv, setDefaultAdminHost } from '../../shared/observability/admin-server.ts';
 import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
 import { startWorker } from './worker.ts';
 
-const env = loadConfigOrExit(workerEnvSchema.extend(adminHostEnv.shape));
-// ADMIN_HOST (default 127.0.0.1; a container sets 0.0.0.0): the worker's config has no admin host
-// of its own, so it becomes this process's admin server default.
-setDefaultAdminHost(env.ADMIN_HOST);
+const env = loadConfigOrExit(workerEnvSchema);
 const config = workerConfigFromEnv(env);
 // CRASH with restart=false: exit so the supervisor restarts a fresh process.
 const worker = await startWorker(config, { onFatal: () => process.exit(1) });

@@ -199,6 +199,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   if (deps.adminServer !== false) {
     admin = await startAdminServer({
       port: config.adminPort,
+      ...(config.adminHost === undefined ? {} : { host: config.adminHost }),
       registry,
       healthy: () => !crashed,
       ready: async () => {

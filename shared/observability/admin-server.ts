@@ -13,19 +13,9 @@ export const DEFAULT_ADMIN_HOST = '127.0.0.1';
  */
 export const adminHostEnv = z.object({ ADMIN_HOST: z.string().min(1).default(DEFAULT_ADMIN_HOST) });
 
-let processDefaultHost = DEFAULT_ADMIN_HOST;
-
-/**
- * For a main.ts whose service config has no admin host of its own: the host every admin server of
- * this process binds when it is given none.
- */
-export function setDefaultAdminHost(host: string): void {
-  processDefaultHost = host;
-}
-
 export interface AdminServerOptions {
   port: number;
-  /** Default 127.0.0.1, or what setDefaultAdminHost set (ADMIN_HOST in the services' config). */
+  /** Default 127.0.0.1 (ADMIN_HOST in the services' config). */
   host?: string;
   registry: Registry;
   /** Where failing readiness checks are explained (the response never carries the text). */
@@ -102,7 +92,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       }
     })();
   });
-  const host = options.host ?? processDefaultHost;
+  const host = options.host ?? DEFAULT_ADMIN_HOST;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, host, () => resolve());

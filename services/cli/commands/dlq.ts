@@ -65,13 +65,19 @@ async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): 
   if (entries.length === 0) return new Set();
   const { rows } = await ctx
     .pool()
-    .query<{ tenant_id: string; event_id: string; payload: string }>(SELECT_INBOX_PAYLOADS, [entries.map((e) => e.tenantId), entries.map((e) => e.eventId)]);
-  const stored = new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r.payload]));
+    .query<{ tenant_id: string; event_id: string; payload: string | null; fingerprint: string | null }>(SELECT_INBOX_PAYLOADS, [
+      entries.map((e) => e.tenantId),
+      entries.map((e) => e.eventId),
+    ]);
+  const stored = new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
   const different = new Set<DlqEntry>();
   for (const entry of entries) {
-    const payload = stored.get(inboxKeyOf(entry) ?? '');
-    const storedEvent = payload === undefined ? undefined : parseEvent(Buffer.from(payload, 'utf8'));
-    const same = entry.envelope !== null && storedEvent?.ok === true && eventFingerprint(storedEvent.envelope) === eventFingerprint(entry.envelope);
+    const row = stored.get(inboxKeyOf(entry) ?? '');
+    const storedEvent = row?.payload == null ? undefined : parseEvent(Buffer.from(row.payload, 'utf8'));
+    // As the worker decides (shared/apply/decide.ts): the stored body's fingerprint, or the one
+    // retention kept when it pruned the body.
+    const storedFingerprint = storedEvent?.ok ? eventFingerprint(storedEvent.envelope) : (row?.fingerprint ?? undefined);
+    const same = entry.envelope !== null && storedFingerprint !== undefined && storedFingerprint === eventFingerprint(entry.envelope);
     if (!same) different.add(entry);
   }
   return different;
