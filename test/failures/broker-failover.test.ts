@@ -1,35 +1,65 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Partitioners, type Admin, type Kafka, type Producer } from 'kafkajs';
-import { topicLayouts, PartitionedSender } from '../../shared/kafka/partitioned-send.ts';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import type { IngressHandle } from '../../services/ingress/ingress.ts';
+import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
 import type { TopicNames } from '../../shared/kafka/topics.ts';
-import type { EventEnvelope } from '../../shared/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testKafka } from '../helpers/kafka.ts';
+import { testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
-import { groupCaughtUp, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
-import { topicSize } from './helpers.ts';
+import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import {
+  AnswerLog,
+  answerRecord,
+  appliedTopicProblems,
+  dlqEntries,
+  firstOf,
+  inboxRows,
+  missingFromEventsTopic,
+  resourceVersions,
+  stateProblems,
+} from './ledger-kit.ts';
 
-const T = 'tenant_failover';
+const T = 'tenant_acme';
+/** Each round SIGKILLs another broker (1, 2, 3, 1, ...) under load and starts it again. */
+const ROUNDS = Number(process.env.FAILOVER_ROUNDS ?? 3);
+const SENDERS = 8;
+const RESOURCES = 48;
+/** A killed broker stays down past broker.session.timeout.ms (9 s): its partitions get new leaders. */
+const DOWN_MS = 12_000;
 
-describe('failures: one broker of three killed under load', () => {
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface ReadySample {
+  at: number;
+  status: number;
+  body: string;
+  liveBrokers: number;
+}
+
+/**
+ * The real ingress (replication 3, min.insync.replicas 2) and a real worker whose relay publishes,
+ * against three brokers of which one at a time is SIGKILLed under load. The loss this guards
+ * against (kafkajs#1303, README) showed in 2 of 6 single runs, hence several rounds.
+ */
+describe('failures: one broker of three killed under load, round after round', () => {
   const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort: Number(process.env.FAILOVER_BASE_PORT ?? 28092) });
   let kafka: Kafka;
   let db: TestDatabase;
-  let producer: Producer;
-  let admin: Admin;
-  let sender: PartitionedSender;
   let worker: WorkerHandle;
+  let ingress: IngressHandle;
   let names: TopicNames;
   let groupId: string;
   const crashes: string[] = [];
+  /** /readyz of the ingress, four times a second during the rounds. */
+  const ready: ReadySample[] = [];
 
   beforeAll(async () => {
     cluster.wipe();
-    await cluster.start(120_000);
+    await cluster.start(150_000);
     kafka = testKafka(uniqueName('failover'), cluster.brokers);
-    ({ names } = await createTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 3 }));
+    ({ names } = await createTopicsRetrying(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 }));
     db = await createTestDatabase();
     const config = workerTestConfig({
       brokers: cluster.brokers,
@@ -41,75 +71,174 @@ describe('failures: one broker of three killed under load', () => {
     groupId = config.groupId;
     worker = await startWorker(config);
     worker.consumer.on(worker.consumer.events.CRASH, (e) => crashes.push(`${e.payload.error.message} (restart ${e.payload.restart})`));
-    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    admin = kafka.admin();
-    await admin.connect();
-    // A plain multi-partition send() can resolve without writing part of it when a leader dies
-    // (tulios/kafkajs#1303); the ingress-like producer here sends one partition per send().
-    sender = new PartitionedSender(producer, topicLayouts(admin));
-  }, 180_000);
+    // The ingress with its production settings (ack timeout 5 s, broker probe every second).
+    ingress = await startTestIngress(cluster.brokers, names.events);
+    await waitFor('ingress ready', async () => ingress.ready(), 60_000);
+  }, 240_000);
 
   afterAll(async () => {
-    await producer?.disconnect().catch(() => {});
-    await admin?.disconnect().catch(() => {});
+    await ingress?.close();
     await worker?.close();
     await db?.drop();
     await cluster.stop();
     cluster.wipe();
   });
 
-  it('applies every acknowledged event', async () => {
-    const acked: EventEnvelope[] = [];
-    let unacked = 0;
+  /** Every partition of every topic (internal ones too) has all three replicas in sync. */
+  async function fullIsr(): Promise<boolean> {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      const { topics } = await admin.fetchTopicMetadata();
+      return topics.every((t) => t.partitions.every((p) => p.leader >= 0 && p.isr.length === p.replicas.length));
+    } catch {
+      return false;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  }
+
+  it(`applies every acknowledged event over ${ROUNDS} rounds, and the applied topic never goes back`, async () => {
+    const log = new AnswerLog();
     const versions = new Map<string, number>();
+    const accepted = new Map<string, { resource: string; version: number }>();
+    let liveBrokers = 3;
     let streaming = true;
-    const stream = (async () => {
-      for (let i = 0; streaming; i += 1) {
-        const batch = Array.from({ length: 10 }, (_, j) => {
-          const id = `r${(i * 10 + j) % 40}`;
-          const version = (versions.get(id) ?? 0) + 1;
-          versions.set(id, version);
-          return themeEvent(T, id, version);
-        });
-        try {
-          await Promise.race([
-            sender.send({ topic: names.events, acks: -1, messages: batch.map((e) => { const r = raw(e); return { key: r.key, value: r.value }; }) }),
-            new Promise((_, reject) => setTimeout(() => reject(new Error('send timeout')), 15_000)),
-          ]);
-          acked.push(...batch);
-        } catch {
-          // Not acknowledged: the provider would have had a 503 and retried. Not counted.
-          unacked += batch.length;
+
+    // Providers: each owns its resources and sends one at a time, the next version only after the
+    // previous one was accepted; a 503 is retried with the same bytes (same event id), as the
+    // Retry-After contract asks, just sooner than 5 s.
+    const senders = Array.from({ length: SENDERS }, async (_, s) => {
+      for (let n = 0; streaming; n += 1) {
+        const resource = `fo_r${s + SENDERS * (n % (RESOURCES / SENDERS))}`;
+        const version = (versions.get(resource) ?? 0) + 1;
+        versions.set(resource, version);
+        const request = signedRequest({ event: { tenant_id: T, resource: { id: resource, version } } });
+        const event = { eventId: request.eventId, resource, version };
+        for (let attempt = 0; attempt < 60; attempt += 1) {
+          const sentAt = Date.now();
+          const record = answerRecord(sentAt, await post(ingress.url, request).catch((e: Error) => e), event);
+          log.record(record);
+          if (record.status >= 200 && record.status < 300) {
+            accepted.set(event.eventId, { resource, version });
+            break;
+          }
+          await sleep(250);
         }
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(20);
+      }
+    });
+
+    // /readyz of the ingress, four times a second, with how many brokers were up at the time.
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const at = Date.now();
+        const live = liveBrokers;
+        try {
+          const res = await fetch(`${ingress.adminUrl}/readyz`, { signal: AbortSignal.timeout(2_000) });
+          ready.push({ at, status: res.status, body: await res.text(), liveBrokers: Math.min(live, liveBrokers) });
+        } catch (error) {
+          ready.push({ at, status: 0, body: (error as Error).message, liveBrokers: Math.min(live, liveBrokers) });
+        }
+        await sleep(250);
       }
     })();
 
-    await waitFor('load flowing', async () => acked.length >= 200, 30_000);
-    await cluster.stopNode(2, 'SIGKILL');
-    const killedAt = acked.length;
-    await waitFor('load flowing after the kill', async () => acked.length >= killedAt + 300, 60_000);
-    streaming = false;
-    await stream;
-
-    const ids = acked.map((e) => e.event_id);
-    const appliedCount = async () =>
-      Number(
-        (await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM inbox_events WHERE event_id = ANY($1) AND status = 'applied'", [ids]))
-          .rows[0]!.n,
-      );
+    const rounds: string[] = [];
     try {
-      await waitFor('every acknowledged event applied', async () => (await appliedCount()) === ids.length, 90_000);
-    } catch (error) {
-      const onTopic = await topicSize(kafka, names.events);
-      throw new Error(
-        `${(error as Error).message}: ${await appliedCount()}/${ids.length} applied, ${onTopic} records on the events topic, ` +
-          `consumer crashes: ${JSON.stringify(crashes)}`,
-      );
+      for (let round = 1; round <= ROUNDS; round += 1) {
+        const node = ((round - 1) % 3) + 1;
+        await waitFor(`round ${round}: every replica in sync`, fullIsr, 90_000);
+        const before = accepted.size;
+        await waitFor(`round ${round}: load flowing`, async () => accepted.size >= before + 100, 60_000);
+        const atKill = accepted.size;
+        const window = log.open(`round ${round}: broker ${node} down`);
+        liveBrokers = 2;
+        await cluster.stopNode(node, 'SIGKILL');
+        const killedAt = Date.now();
+        await waitFor(`round ${round}: load flowing with broker ${node} down`, async () => accepted.size >= atKill + 200 && Date.now() - killedAt >= DOWN_MS, 90_000);
+        await cluster.startNode(node);
+        liveBrokers = 3;
+        log.close(window);
+        rounds.push(`round ${round}: broker ${node} down ${((Date.now() - killedAt) / 1000).toFixed(1)} s, ${accepted.size - atKill} accepted meanwhile`);
+      }
+      await waitFor('every replica in sync at the end', fullIsr, 90_000);
+    } finally {
+      streaming = false;
+      await Promise.all(senders);
+      watching = false;
+      await watcher;
     }
-    await waitFor('group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
-    expect(await topicSize(kafka, names.dlq)).toBe(0);
-    console.error(`[failover] ${acked.length} acknowledged (${killedAt} before the kill), ${unacked} not acknowledged; all acknowledged applied`);
-  }, 200_000);
+
+    const ids = [...accepted.keys()];
+    const applied = async () => [...(await inboxRows(db.pool, T, ids)).values()].filter((r) => r.status === 'applied').length;
+    try {
+      await waitFor('every acknowledged event applied', async () => (await applied()) === ids.length, 90_000);
+      await waitFor('group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
+      await waitFor('outbox published', () => outboxDrained(db.pool), 60_000);
+    } catch (error) {
+      throw new Error(`${(error as Error).message}: ${await applied()}/${ids.length} applied; consumer crashes: ${JSON.stringify(crashes)}`);
+    }
+
+    const problems: string[] = [];
+    // Every 2xx is on the events topic...
+    const events = await missingFromEventsTopic(kafka, names.events, ids);
+    problems.push(...events.missing.map((id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`));
+    // ...and applied (each version was sent only after the one before it was acknowledged).
+    const rows = await inboxRows(db.pool, T, ids);
+    for (const [id, a] of accepted) {
+      const row = rows.get(id);
+      if (row?.status !== 'applied') problems.push(`accepted ${id} (${a.resource} v${a.version}) ended ${row ? `${row.status} (${row.reason}: ${row.last_error})` : 'missing'}`);
+    }
+    const acceptedMax = new Map<string, number>();
+    for (const a of accepted.values()) acceptedMax.set(a.resource, Math.max(acceptedMax.get(a.resource) ?? 0, a.version));
+    const state = await resourceVersions(db.pool, T);
+    problems.push(...stateProblems({ accepted: acceptedMax, sent: versions, state }));
+    // The applied topic per key never goes back and ends at the stored version.
+    const appliedTopic = await appliedTopicProblems({ kafka, topic: names.applied, tenant: T, state, resources: acceptedMax.keys() });
+    problems.push(...appliedTopic.problems);
+    const dlq = await dlqEntries(kafka, names.dlq);
+    problems.push(...dlq.map((d) => `dead-lettered: ${d.eventId} (${d.key}) reason ${d.reason}: ${d.error}`));
+    problems.push(...log.acceptanceProblems(0).filter((p) => !p.startsWith('no request outside')));
+
+    const summary =
+      `[failover] ${rounds.join('; ')}; ${log.summary()}; ${ids.length} acknowledged events, ${events.records} on the events topic, ` +
+      `applied topic ${appliedTopic.records} records (${appliedTopic.repeated} repeated, ${appliedTopic.replaysBack.length} replays going back` +
+      (appliedTopic.replaysBack.length ? `, e.g. ${appliedTopic.replaysBack.slice(0, 2).join(' | ')}` : '') +
+      `); /readyz red in ${redWithTwoUp().length} of ${ready.length} samples; consumer crashes ${crashes.length}${crashes.length ? `: ${crashes.slice(0, 3).join(' | ')}` : ''}`;
+    console.error(summary);
+    expect(firstOf(problems), summary).toEqual([]);
+  }, 480_000);
+
+  function redWithTwoUp(): ReadySample[] {
+    return ready.filter((r) => r.liveBrokers >= 2 && r.status !== 200);
+  }
+
+  /** Stretches of consecutive samples that were not 200, with the reason /readyz gave. */
+  function redStretches(): string[] {
+    const stretches: string[] = [];
+    for (let i = 0; i < ready.length; i += 1) {
+      if (ready[i]!.status === 200) continue;
+      let j = i;
+      while (j + 1 < ready.length && ready[j + 1]!.status !== 200) j += 1;
+      const seconds = (ready[j]!.at - ready[i]!.at) / 1000 + 0.25;
+      stretches.push(`${seconds.toFixed(2)} s from +${((ready[i]!.at - ready[0]!.at) / 1000).toFixed(1)} s with ${ready[i]!.liveBrokers} brokers up: ${ready[i]!.body.slice(0, 200)}`);
+      i = j;
+    }
+    return stretches;
+  }
+
+  // FINDING (known failure, kept visible with it.fails): with one broker of three SIGKILLed, the
+  // ingress's batch to that broker's partitions gets no ack within ACK_TIMEOUT_MS; the publisher
+  // then marks the whole broker connection down (publisher.ts markDown) and /readyz answers 503,
+  // so a load balancer would take the ingress out although two brokers serve every other
+  // partition. Seen in every round of every run so far. When the ingress is fixed this test fails
+  // ("expected to fail"): drop `.fails` then.
+  it.fails('KNOWN FAILURE: /readyz of the ingress stays green while two brokers are up', () => {
+    const red = redWithTwoUp();
+    if (red.length > 0) console.error(`[failover] FINDING: /readyz red in ${red.length} of ${ready.length} samples with two brokers up: ${redStretches().slice(0, 6).join(' | ')}`);
+    expect(ready.length).toBeGreaterThan(0);
+    expect(red.length, `ingress /readyz not ready while two brokers were up: ${redStretches().slice(0, 6).join(' | ')}`).toBe(0);
+  });
 });
