@@ -184,6 +184,8 @@ export class BatchingPublisher {
   }
 
   private async send(batch: Pending[]): Promise<void> {
+    // A producer replaced after a failed batch: the probe that builds the next one is under way.
+    if (this.up && !this.producer) await this.probe();
     const producer = this.producer;
     const sender = this.sender;
     if (!producer || !sender || !this.up) {
@@ -204,9 +206,11 @@ export class BatchingPublisher {
       ]);
       if (outcome === 'timeout') {
         // A producer that cannot get an ack in time may be stuck in kafkajs's retry loop; a new
-        // producer (new producer id) after reconnection is the reliable way out.
-        this.markDown(`no ack within ${this.options.ackTimeoutMs} ms`, producer);
+        // producer (new producer id) is the reliable way out. One broker of several down makes
+        // only its partitions time out: the probe, not this batch, decides whether the broker as a
+        // whole is unavailable (and /readyz false).
         for (const p of batch) this.settle(p, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`));
+        this.replaceProducer(`no ack within ${this.options.ackTimeoutMs} ms`, producer);
         return;
       }
       const seconds = (performance.now() - started) / 1000;
@@ -219,8 +223,8 @@ export class BatchingPublisher {
         for (const p of batch) this.settle(p, new PublishError('record_too_large', 'record too large for the broker', error));
         return;
       }
-      this.markDown((error as Error).message, producer);
       for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `publish failed: ${(error as Error).message}`, error));
+      this.replaceProducer((error as Error).message, producer);
     } finally {
       clearTimeout(timer);
     }
@@ -231,6 +235,16 @@ export class BatchingPublisher {
     pending.settled = true;
     if (error) pending.reject(error);
     else pending.resolve();
+  }
+
+  /** Never reuse a producer after a failed or timed-out send; the probe builds the next one at once. */
+  private replaceProducer(reason: string, producer: Producer): void {
+    if (producer !== this.producer) return;
+    this.producer = undefined;
+    this.sender = undefined;
+    producer.disconnect().catch(() => {});
+    this.log.warn({ reason }, 'publish failed; the producer is replaced');
+    void this.probe();
   }
 
   private markDown(reason: string, producer: Producer | undefined): void {
@@ -267,18 +281,21 @@ export class BatchingPublisher {
     if (this.closed) return;
     try {
       if (!this.admin) {
-        this.admin = this.options.kafka.admin({ retry: { retries: 0 } });
+        // A few quick retries: with one broker of several dead, the next attempt asks another broker.
+        this.admin = this.options.kafka.admin({ retry: { retries: 3, initialRetryTime: 50, maxRetryTime: 500 } });
         await withTimeout(this.admin.connect(), this.options.ackTimeoutMs, 'admin connect');
       }
       // A metadata round trip for our topic: proves a broker answers and that the topic exists
       // with a leader for every partition (topics are never auto-created).
       const metadata = await withTimeout(this.admin.fetchTopicMetadata({ topics: [this.options.topic] }), this.options.ackTimeoutMs, 'topic metadata');
       const partitions = metadata.topics[0]?.partitions ?? [];
-      if (partitions.length === 0 || partitions.some((p) => p.leader < 0)) {
-        throw new Error(`topic ${this.options.topic} has no leader for every partition`);
+      // One partition without a leader (a broker of several just died) fails only the requests
+      // keyed to it, each with its own 503; the ingress is down only when no partition can be written.
+      if (partitions.length === 0 || partitions.every((p) => p.leader < 0)) {
+        throw new Error(`topic ${this.options.topic} has no partition with a leader`);
       }
       this.layout = layoutFromMetadata(partitions);
-      if (!this.up) {
+      if (!this.producer) {
         // kafkajs warns that finite retries (shared/kafka/client.ts) may break exactly-once; here a
         // producer whose send failed or timed out is never used again, and its replacement gets a
         // new producer id, so no sequence gap is carried over.
@@ -287,16 +304,24 @@ export class BatchingPublisher {
           maxInFlightRequests: 1,
           createPartitioner: Partitioners.DefaultPartitioner,
         });
-        await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'producer connect').catch((error: unknown) => {
+        try {
+          await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'producer connect');
+        } catch (error) {
           producer.disconnect().catch(() => {});
-          throw error;
-        });
+          // The cluster answered metadata: only this connect failed (it may have picked a broker
+          // that just died). Not an outage of the broker as a whole; the next probe tries again.
+          if (!this.up) throw error;
+          this.log.warn({ err: error }, 'producer connect failed; trying again at the next probe');
+          return;
+        }
         if (this.closed) {
           await producer.disconnect().catch(() => {});
           return;
         }
         this.producer = producer;
         this.sender = new PartitionedSender(producer, async () => this.layout);
+      }
+      if (!this.up) {
         this.up = true;
         this.lastError = '';
         this.options.metrics.brokerAvailable.set(1);

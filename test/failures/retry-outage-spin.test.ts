@@ -23,7 +23,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * the same record again at once, over and over, until the database came back.
  */
 describe('failures: a retry consumer during a Postgres outage', () => {
-  const own = new OwnPostgres(Number(process.env.SPIN_PG_PORT ?? 5544));
+  const own = new OwnPostgres(Number(process.env.SPIN_PG_PORT ?? 5545));
   let pool: pg.Pool;
   let kafka: Kafka;
   let worker: WorkerHandle;
