@@ -9,7 +9,7 @@ export const KEY_SEGMENT_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
 export const RESOURCE_TYPE_PATTERN = /^[a-z][a-z0-9_]{0,49}$/;
 /** The three actions of the contract; anything else (`theme.exploded`) is refused at the door. */
 export const EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
-export const EVENT_TYPE_PATTERN = /^[a-z][a-z0-9_]{0,49}\.(?:created|updated|deleted)$/;
+export const EVENT_TYPE_PATTERN = new RegExp(`^[a-z][a-z0-9_]{0,49}\\.(?:${EVENT_ACTIONS.join('|')})$`);
 
 const keySegment = (what: string) =>
   z
