@@ -151,71 +151,87 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     }
   });
 
-  await metadataAdmin.connect();
-  const failures =
-    deps.onFailure === undefined
-      ? await startFailureHandling({
-          kafka,
-          pool,
-          databaseUrl: config.databaseUrl,
-          names: topicNames({ events: config.eventsTopic, applied: config.appliedTopic, retryLevels: config.retryLevels ?? 4 }),
-          groupId: config.groupId,
-          consumer,
-          settings: failureSettings,
-          registry,
-          logger,
-          sessionTimeoutMs: config.sessionTimeoutMs,
-          ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
-        })
-      : undefined;
-  const relay = await startRelay();
-  await consumer.connect();
-  await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
-  await consumer.run({
-    autoCommit: false,
-    eachBatchAutoResolve: false,
-    partitionsConsumedConcurrently: config.partitionsConcurrency,
-    eachBatch: createBatchHandler({
-      applier,
-      batchSize: config.batchSize,
-      logger,
-      metrics,
-      crashPoints,
-      onFailure: deps.onFailure ?? failures!.onFailure,
-      ...(deps.onQuarantined ? { onQuarantined: deps.onQuarantined } : failures ? { onQuarantined: failures.onQuarantined } : {}),
-      afterCommit: () => relay.nudge(),
-    }),
-  });
-  // Retry topics go through the same applier (fault injection included) as the main topic.
-  await failures?.startRetryConsumers(
-    (record) => applier.apply(record),
-    (result) => {
-      metrics.processed.inc({ outcome: result.outcome });
-      relay.nudge();
-    },
-  );
-
+  let failures: FailureHandling | undefined;
+  let relay: RelayHandle | undefined;
   let admin: AdminServer | undefined;
-  if (deps.adminServer !== false) {
-    admin = await startAdminServer({
-      port: config.adminPort,
-      ...(config.adminHost === undefined ? {} : { host: config.adminHost }),
-      registry,
-      healthy: () => !crashed,
-      ready: async () => {
-        let database: boolean | string = true;
-        try {
-          await pool.query('SELECT 1');
-        } catch (error) {
-          database = (error as Error).message;
-        }
-        return {
-          ready: joined && !crashed && database === true && relay.running,
-          checks: { consumer_group: joined, database, outbox_relay: relay.running },
-        };
-      },
+  try {
+    await metadataAdmin.connect();
+    failures =
+      deps.onFailure === undefined
+        ? await startFailureHandling({
+            kafka,
+            pool,
+            databaseUrl: config.databaseUrl,
+            names: topicNames({ events: config.eventsTopic, applied: config.appliedTopic, retryLevels: config.retryLevels ?? 4 }),
+            groupId: config.groupId,
+            consumer,
+            settings: failureSettings,
+            registry,
+            logger,
+            sessionTimeoutMs: config.sessionTimeoutMs,
+            ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
+          })
+        : undefined;
+    const startedRelay = await startRelay();
+    relay = startedRelay;
+    await consumer.connect();
+    await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: config.partitionsConcurrency,
+      eachBatch: createBatchHandler({
+        applier,
+        batchSize: config.batchSize,
+        logger,
+        metrics,
+        crashPoints,
+        onFailure: deps.onFailure ?? failures!.onFailure,
+        ...(deps.onQuarantined ? { onQuarantined: deps.onQuarantined } : failures ? { onQuarantined: failures.onQuarantined } : {}),
+        afterCommit: () => startedRelay.nudge(),
+      }),
     });
+    // Retry topics go through the same applier (fault injection included) as the main topic.
+    await failures?.startRetryConsumers(
+      (record) => applier.apply(record),
+      (result) => {
+        metrics.processed.inc({ outcome: result.outcome });
+        startedRelay.nudge();
+      },
+    );
+
+    if (deps.adminServer !== false) {
+      admin = await startAdminServer({
+        port: config.adminPort,
+        ...(config.adminHost === undefined ? {} : { host: config.adminHost }),
+        registry,
+        healthy: () => !crashed,
+        ready: async () => {
+          let database: boolean | string = true;
+          try {
+            await pool.query('SELECT 1');
+          } catch (error) {
+            database = (error as Error).message;
+          }
+          return {
+            ready: joined && !crashed && database === true && startedRelay.running,
+            checks: { consumer_group: joined, database, outbox_relay: startedRelay.running },
+          };
+        },
+      });
+    }
+  } catch (error) {
+    // A start that failed half way (the broker or the database not there yet) leaves nothing
+    // running behind it, so the caller can simply try again.
+    await consumer.disconnect().catch(() => {});
+    await failures?.close().catch(() => {});
+    await relay?.stop().catch(() => {});
+    await metadataAdmin.disconnect().catch(() => {});
+    await admin?.close().catch(() => {});
+    if (ownPool) await pool.end().catch(() => {});
+    throw error;
   }
+  const runningRelay = relay!;
   const retention = config.retention?.enabled
     ? startRetentionLoop({ pool, settings: config.retention, logger: logger.child({ component: 'retention' }), ...retentionObserver(metrics) })
     : undefined;
@@ -228,7 +244,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     applier,
     consumer,
     failures,
-    relay,
+    relay: runningRelay,
     retention,
     pool,
     adminPort: admin?.port,
@@ -241,7 +257,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await consumer.disconnect();
         await failures?.close();
-        await relay.stop();
+        await runningRelay.stop();
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();
         if (ownPool) await pool.end();

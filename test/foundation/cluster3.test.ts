@@ -24,10 +24,20 @@ describe('three-broker local cluster', () => {
     const admin = kafka.admin();
     await admin.connect();
     const topic = uniqueName('replicated');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
-    });
+    // On a loaded machine the new topic's metadata may answer "does not host this topic-partition"
+    // past createTopics's own wait for leaders: a retry finds the topic created and waits again.
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
+        });
+        break;
+      } catch (error) {
+        if (attempt >= 5 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+      }
+    }
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
     for (const p of metadata.topics[0]!.partitions) expect(p.replicas).toHaveLength(3);
 
