@@ -8,11 +8,11 @@ import { repoRoot } from './paths.ts';
 import { LocalKafka, singleNodeDefaults, brokerReady, KAFKA_VERSION } from './kafka/local-kafka.ts';
 import { resolvePostgres, ensureDatabase } from './postgres.ts';
 import { compose, dockerEngineAvailable } from './docker.ts';
-import { createKafka, parseBrokers } from '../shared/kafka/client.ts';
-import { ensureTopics, topicSpecs } from '../shared/kafka/topics.ts';
-import { migrate } from '../shared/db/migrate.ts';
-import { parseConfig, topicEnv, topicSettingsFrom } from '../shared/config/env.ts';
-import type { Logger } from '../shared/logging/logger.ts';
+import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
+import { migrate } from '#plumbing/db/migrate.ts';
+import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 
 export const devEnvFile = path.join(repoRoot, 'infra', 'dev.env');
 

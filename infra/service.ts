@@ -10,7 +10,7 @@ import path from 'node:path';
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka } from './bootstrap.ts';
 import { cacheDir } from './paths.ts';
 import { claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
-import { createLogger } from '../shared/logging/logger.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 
 const kind = process.argv[2];
 if (kind !== 'ingress' && kind !== 'worker') {

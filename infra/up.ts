@@ -7,7 +7,7 @@
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
 import { parseWorkerCount, serviceSpecs, spawnService, stopSignalFor, supervised, upAdminPorts, type ServiceSpec } from './services.ts';
 import { Supervisor } from './supervisor.ts';
-import { createLogger } from '../shared/logging/logger.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 
 loadDevEnv();
 // LOG_LEVEL is the services' (one line per request or event); the supervisor's few lines about

@@ -1,10 +1,10 @@
 import type { TestProject } from 'vitest/node';
 import pg from 'pg';
-import { migrate } from '../shared/db/migrate.ts';
+import { migrate } from '#plumbing/db/migrate.ts';
 import { LocalKafka, singleNodeDefaults, brokerReady } from '../infra/kafka/local-kafka.ts';
 import { resolvePostgres, withDatabase, canConnect } from '../infra/postgres.ts';
 import { dockerEngineAvailable } from '../infra/docker.ts';
-import { parseBrokers } from '../shared/kafka/client.ts';
+import { parseBrokers } from '#plumbing/kafka/client.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -12,11 +12,11 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { brokerReady, KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
-import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '../../shared/kafka/topics.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { signWebhook } from '#domain/signing/index.ts';
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
 // Measured rounds alternate (a) and (b), so both see the same machine over the same minutes; the

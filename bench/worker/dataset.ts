@@ -1,4 +1,4 @@
-import { resourceKey, sampleThemeEvent, type EventEnvelope } from '../../shared/contract/index.ts';
+import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 
 export interface BenchEvent {
   key: string;

@@ -4,8 +4,8 @@
 // Usage: npx tsx bench/worker/explain-chunk.ts [chunkSize=1000] [warmChunks=20]
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
-import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { migrate } from '../../shared/db/migrate.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { migrate } from '#plumbing/db/migrate.ts';
 import { buildDataset } from './dataset.ts';
 
 const chunkSize = Number(process.argv[2] ?? 1000);

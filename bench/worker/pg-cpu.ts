@@ -5,8 +5,8 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
-import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { migrate } from '../../shared/db/migrate.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { migrate } from '#plumbing/db/migrate.ts';
 import { buildDataset } from './dataset.ts';
 import { relayPassForBenchmark } from './relay-pass.ts';
 

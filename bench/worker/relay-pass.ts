@@ -1,7 +1,7 @@
 // The relay's database work for one batch (read the next rows, mark them published), without Kafka.
 import type { Pool } from 'pg';
-import { applySql } from '../../shared/apply/index.ts';
-import { withTransaction } from '../../shared/db/transaction.ts';
+import { applySql } from '#domain/apply/index.ts';
+import { withTransaction } from '#plumbing/db/transaction.ts';
 
 export async function relayPassForBenchmark(pool: Pool, batchSize: number): Promise<number> {
   return withTransaction(pool, async (client) => {

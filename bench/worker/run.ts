@@ -10,12 +10,12 @@ import { Partitioners } from 'kafkajs';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { createPool } from '../../shared/db/pool.ts';
-import { migrate } from '../../shared/db/migrate.ts';
-import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '../../shared/kafka/topics.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { migrate } from '#plumbing/db/migrate.ts';
+import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { buildDataset } from './dataset.ts';
 

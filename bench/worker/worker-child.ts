@@ -1,11 +1,11 @@
 // Runs one worker (the real startWorker) in its own process so its peak RSS is its own.
 // Prints one JSON line with the timings when the group has committed every end offset.
 import { open } from 'node:fs/promises';
-import { applySql } from '../../shared/apply/index.ts';
-import { loadConfigOrExit } from '../../shared/config/env.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { workerConfigFromEnv, workerEnvSchema } from '../../services/worker/config.ts';
-import { startWorker } from '../../services/worker/worker.ts';
+import { applySql } from '#domain/apply/index.ts';
+import { loadConfigOrExit } from '#plumbing/config/env.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
+import { startWorker } from '#services/worker/worker.ts';
 
 const config = workerConfigFromEnv(loadConfigOrExit(workerEnvSchema));
 const ends = new Map<number, number>(Object.entries(JSON.parse(process.env.BENCH_END_OFFSETS ?? '{}') as Record<string, number>).map(([p, o]) => [Number(p), o]));

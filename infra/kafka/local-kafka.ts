@@ -159,7 +159,7 @@ export class LocalKafka {
       `share.coordinator.state.topic.replication.factor=${n}`,
       `share.coordinator.state.topic.min.isr=${minIsr}`,
       'group.initial.rebalance.delay.ms=0',
-      // Topics come from one source of truth (shared/kafka/topics.ts); never implicitly.
+      // Topics come from one source of truth (shared/plumbing/kafka/topics.ts); never implicitly.
       'auto.create.topics.enable=false',
       'log.retention.check.interval.ms=60000',
       'log.cleaner.backoff.ms=5000',

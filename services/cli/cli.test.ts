@@ -4,7 +4,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SIGNATURE_HEADERS, verifySignature } from '../../shared/signing/index.ts';
+import { SIGNATURE_HEADERS, verifySignature } from '#domain/signing/index.ts';
 import { runCli } from './cli.ts';
 import { allCommands } from './commands/index.ts';
 

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
-import { ConfigError } from '../../shared/config/env.ts';
-import { createLogger, type Logger } from '../../shared/logging/logger.ts';
+import { ConfigError } from '#plumbing/config/env.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { CommandFailed, dryRunOption, globalOptions, parseCommandArgs, renderOptions, UsageError, type OptionSpec } from './args.ts';
 import type { CommandSpec } from './command.ts';
 import { CliContext, type Env } from './context.ts';

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { databaseEnv, kafkaEnv, parseConfig, topicEnv, topicSettingsFrom } from '../../shared/config/env.ts';
-import { createKafka } from '../../shared/kafka/client.ts';
-import { topicNames, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
-import { createPool } from '../../shared/db/pool.ts';
-import type { Logger } from '../../shared/logging/logger.ts';
+import { databaseEnv, kafkaEnv, parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { topicNames, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 import type { Output } from './output.ts';
 
 export const DEFAULT_CONSUMER_GROUP = 'theme-applier';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { encodeDeadLetterInfo } from '../../shared/failures/index.ts';
+import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { filterEntries, latestPerEvent, parseDlqRef, REPLAYED_FROM_HEADER, replayMessage, toDlqEntry } from './dlq-records.ts';
 
 function dlqMessage(offset: string, eventId: string | null, at: string, reason = 'retries_exhausted') {

@@ -1,7 +1,7 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
-import { tenantScopedKey } from '../../shared/apply/index.ts';
-import { parseEvent, type EventEnvelope } from '../../shared/contract/index.ts';
-import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '../../shared/failures/index.ts';
+import { tenantScopedKey } from '#domain/apply/index.ts';
+import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '#domain/failures/index.ts';
 
 /** Header the ingress puts on every record it produces. */
 export const EVENT_ID_HEADER = 'event-id';

@@ -1,9 +1,9 @@
 import type { Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { partitionForKey } from '../../shared/kafka/murmur2.ts';
-import type { TopicLayout } from '../../shared/kafka/partitioned-send.ts';
-import { RecoveringProducer } from '../../shared/kafka/recovering-producer.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
+import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
+import type { TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
+import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { acknowledgedOffsets, sendPerPartition } from './commands/dlq.ts';
 
 describe('acknowledgedOffsets', () => {

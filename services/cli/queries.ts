@@ -1,4 +1,4 @@
-// Read-only SQL of the CLI, against the schema in shared/db/migrations.
+// Read-only SQL of the CLI, against the schema in shared/plumbing/db/migrations.
 
 export const SELECT_RESOURCE_STATE = `
   SELECT version, deleted, data, last_event_id, created_at, updated_at

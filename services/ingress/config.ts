@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { adminPortEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '../../shared/config/env.ts';
-import { adminHostEnv } from '../../shared/observability/admin-server.ts';
-import { loadSources } from '../../shared/sources/index.ts';
+import { adminPortEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
+import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
+import { loadSources } from '#domain/sources/index.ts';
 import type { IngressConfig } from './ingress.ts';
 import { ingressDefaults } from './ingress.ts';
 

@@ -4,13 +4,13 @@ import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
-import { EVENT_HEADERS, eventAction, parseEvent, resourceKey } from '../../shared/contract/index.ts';
-import type { ParseErrorCode } from '../../shared/contract/index.ts';
-import { createKafka } from '../../shared/kafka/client.ts';
-import { createLogger, type Logger } from '../../shared/logging/logger.ts';
-import { startAdminServer } from '../../shared/observability/admin-server.ts';
-import { SIGNATURE_HEADERS, verifySignature } from '../../shared/signing/index.ts';
-import type { WebhookSource } from '../../shared/sources/index.ts';
+import { EVENT_HEADERS, eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
+import type { ParseErrorCode } from '#domain/contract/index.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import { startAdminServer } from '#plumbing/observability/admin-server.ts';
+import { SIGNATURE_HEADERS, verifySignature } from '#domain/signing/index.ts';
+import type { WebhookSource } from '#domain/sources/index.ts';
 import { BodyBudget, isJsonContentType, readRawBody, releaseBody, singleHeader, type HeaderResult } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
 import { BatchingPublisher, PublishError } from './publisher.ts';
@@ -24,7 +24,7 @@ export interface IngressConfig {
   adminHost?: string;
   brokers: string[];
   clientId?: string;
-  /** The events topic; it must exist (topics come from shared/kafka/topics.ts, never auto-created). */
+  /** The events topic; it must exist (topics come from shared/plumbing/kafka/topics.ts, never auto-created). */
   topic: string;
   sources: WebhookSource[];
   bodyLimitBytes?: number;

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
-import { loadConfigOrExit } from '../../shared/config/env.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { SourcesConfigError } from '../../shared/sources/index.ts';
+import { loadConfigOrExit } from '#plumbing/config/env.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { SourcesConfigError } from '#domain/sources/index.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from './config.ts';
 import { startIngress } from './ingress.ts';
 

@@ -1,7 +1,7 @@
 import { Partitioners, type Admin, type Kafka, type Message, type Producer } from 'kafkajs';
-import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
-import { BridgeError } from '../../shared/errors/bridge-error.ts';
-import type { Logger } from '../../shared/logging/logger.ts';
+import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
+import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 import type { IngressMetrics } from './metrics.ts';
 
 export interface PublishRecord {
@@ -296,7 +296,7 @@ export class BatchingPublisher {
       }
       this.layout = layoutFromMetadata(partitions);
       if (!this.producer) {
-        // kafkajs warns that finite retries (shared/kafka/client.ts) may break exactly-once; here a
+        // kafkajs warns that finite retries (shared/plumbing/kafka/client.ts) may break exactly-once; here a
         // producer whose send failed or timed out is never used again, and its replacement gets a
         // new producer id, so no sequence gap is carried over.
         const producer = this.options.kafka.producer({

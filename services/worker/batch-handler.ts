@@ -1,6 +1,6 @@
 import type { EachBatchPayload } from 'kafkajs';
-import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import type { Logger } from '../../shared/logging/logger.ts';
+import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 import type { CrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
 

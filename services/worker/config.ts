@@ -6,10 +6,10 @@ import {
   portSchema,
   positiveIntSchema,
   topicEnv,
-} from '../../shared/config/env.ts';
-import { failureSettingsFrom, failuresEnv, type FailureSettings } from '../../shared/failures/index.ts';
-import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '../../shared/retention/index.ts';
-import { adminHostEnv } from '../../shared/observability/admin-server.ts';
+} from '#plumbing/config/env.ts';
+import { failureSettingsFrom, failuresEnv, type FailureSettings } from '#domain/failures/index.ts';
+import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '#domain/retention/index.ts';
+import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 
 export const workerEnvSchema = z.object({
@@ -50,7 +50,7 @@ export interface WorkerConfig {
   databaseUrl: string;
   databasePoolSize: number;
   statementTimeoutMs: number;
-  /** See shared/db/pool.ts; default 30 s. */
+  /** See shared/plumbing/db/pool.ts; default 30 s. */
   idleInTransactionTimeoutMs?: number;
   logLevel: string;
   eventsTopic: string;
@@ -76,7 +76,7 @@ export interface WorkerConfig {
   retryLevels?: number;
   /** Retry delays, outage probe backoff, fault injection; default: production defaults, no faults. */
   failures?: FailureSettings;
-  /** Retention (shared/retention); the loop runs only when set and enabled (workerConfigFromEnv: on by default). */
+  /** Retention (shared/domain/retention); the loop runs only when set and enabled (workerConfigFromEnv: on by default). */
   retention?: RetentionSettings;
 }
 

@@ -1,5 +1,5 @@
-import { loadConfigOrExit } from '../../shared/config/env.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
+import { loadConfigOrExit } from '#plumbing/config/env.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
 import { startWorker, type WorkerHandle } from './worker.ts';
 

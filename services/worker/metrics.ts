@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { RETENTION_TARGETS, type RetentionBatch, type RetentionRunReport } from '../../shared/retention/index.ts';
+import { RETENTION_TARGETS, type RetentionBatch, type RetentionRunReport } from '#domain/retention/index.ts';
 
 export interface WorkerMetrics {
   processed: Counter<'outcome'>;

@@ -1,10 +1,10 @@
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
 import type { Pool } from 'pg';
-import { withTransaction } from '../../shared/db/transaction.ts';
-import { appliedHeaders, applySql } from '../../shared/apply/index.ts';
-import type { Logger } from '../../shared/logging/logger.ts';
-import { PartitionedSender, type TopicLayout } from '../../shared/kafka/partitioned-send.ts';
-import { RecoveringProducer } from '../../shared/kafka/recovering-producer.ts';
+import { withTransaction } from '#plumbing/db/transaction.ts';
+import { appliedHeaders, applySql } from '#domain/apply/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
+import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 import type { CrashPoints } from './crash-points.ts';
 import { RelayLeadership } from './relay-leadership.ts';
 

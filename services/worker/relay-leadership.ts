@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Logger } from '../../shared/logging/logger.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 
 export interface RelayLeadershipOptions {
   url: string;

@@ -4,10 +4,10 @@
 // and event loop; it talks to the worker only by messages (nudge and stop in, published counts
 // and log lines out). Crash points still stop the whole process.
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { createPool } from '../../shared/db/pool.ts';
-import { createKafka } from '../../shared/kafka/client.ts';
-import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
-import { createLogger, type Logger } from '../../shared/logging/logger.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';

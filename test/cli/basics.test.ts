@@ -3,8 +3,8 @@ import type { Admin, Kafka } from 'kafkajs';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';
-import { listMigrations } from '../../shared/db/migrate.ts';
-import { topicNames } from '../../shared/kafka/topics.ts';
+import { listMigrations } from '#plumbing/db/migrate.ts';
+import { topicNames } from '#plumbing/kafka/topics.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 
 describe('bridge: usage, help, topics create, migrate (as a subprocess)', () => {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
-import { resourceKey, sampleThemeEvent, type EventEnvelope } from '../../shared/contract/index.ts';
-import { encodeDeadLetterInfo } from '../../shared/failures/index.ts';
-import { partitionForKey } from '../../shared/kafka/murmur2.ts';
+import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
+import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { AssignerProtocol, type Admin, type Kafka } from 'kafkajs';
-import { resourceKey, sampleThemeEvent, type EventEnvelope } from '../../shared/contract/index.ts';
+import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';

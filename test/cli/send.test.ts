@@ -3,9 +3,9 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
-import { SIGNATURE_HEADERS, verifySignature, type SignatureScheme } from '../../shared/signing/index.ts';
-import { loadSources } from '../../shared/sources/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { SIGNATURE_HEADERS, verifySignature, type SignatureScheme } from '#domain/signing/index.ts';
+import { loadSources } from '#domain/sources/index.ts';
 import { runBridge } from './run-bridge.ts';
 
 interface Received {

@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
-import { contractExampleEvent, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
-import { failureSettingsFrom, failuresEnv } from '../../shared/failures/index.ts';
-import { parseConfig } from '../../shared/config/env.ts';
-import type { TopicNames } from '../../shared/kafka/topics.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import type { WebhookSource } from '../../shared/sources/index.ts';
-import { startIngress, type IngressHandle } from '../../services/ingress/ingress.ts';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { contractExampleEvent, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
+import { parseConfig } from '#plumbing/config/env.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import type { WebhookSource } from '#domain/sources/index.ts';
+import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
 import { send, type Answer } from '../ingress/helpers.ts';
@@ -210,7 +210,7 @@ export function resourceKeyOf(event: { tenant_id: string; resource: { type: stri
 }
 
 /**
- * The contract's own example event (shared/contract contractExampleEvent), verbatim except for a
+ * The contract's own example event (shared/domain/contract contractExampleEvent), verbatim except for a
  * fresh event_id, resource id and idempotency key (theme:<id>:v42), so that runs never collide.
  */
 export function contractExample(fresh: { eventId?: string; resourceId?: string; tenant?: string } = {}) {
@@ -235,7 +235,7 @@ export function providerHeaders(event: { event_type: string; idempotency_key?: s
 }
 
 /**
- * A theme event built from the project's own sample (shared/contract sampleThemeEvent), which
+ * A theme event built from the project's own sample (shared/domain/contract sampleThemeEvent), which
  * the contract accepts today and after the fix: the tests that use it isolate one behaviour
  * (redelivery, tenants, idempotency, string and event-type checks) from the data contract.
  */

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import { loadStrictSchema, type WebhookSource } from '../../shared/sources/index.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import { loadStrictSchema, type WebhookSource } from '#domain/sources/index.ts';
 import { send } from '../ingress/helpers.ts';
 import {
   body,

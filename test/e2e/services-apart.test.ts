@@ -11,8 +11,8 @@ import { testKafka } from '../helpers/kafka.ts';
 import { send } from '../ingress/helpers.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { portOpen } from '../../infra/kafka/local-kafka.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

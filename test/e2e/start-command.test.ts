@@ -10,8 +10,8 @@ import { uniqueName } from '../helpers/names.ts';
 import { testKafka, testBrokers } from '../helpers/kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { brokerReady, portOpen } from '../../infra/kafka/local-kafka.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import type { IngressHandle } from '../../services/ingress/ingress.ts';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import type { TopicNames } from '../../shared/kafka/topics.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

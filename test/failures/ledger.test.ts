@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import type { IngressHandle } from '../../services/ingress/ingress.ts';
-import type { TopicNames } from '../../shared/kafka/topics.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

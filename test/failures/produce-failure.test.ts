@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import { defaultFailureSettings } from '../../shared/failures/index.ts';
-import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { defaultFailureSettings } from '#domain/failures/index.ts';
+import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import { failureSettingsFrom, failuresEnv } from '../../shared/failures/index.ts';
-import { parseConfig } from '../../shared/config/env.ts';
-import type { TopicNames } from '../../shared/kafka/topics.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
+import { parseConfig } from '#plumbing/config/env.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';

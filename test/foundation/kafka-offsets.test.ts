@@ -3,7 +3,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import { Partitioners } from 'kafkajs';
 import { testKafka, createTestTopics } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
-import { ensureTopics, topicSpecs } from '../../shared/kafka/topics.ts';
+import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 
 async function consumeN(kafka: Kafka, groupId: string, topic: string, n: number): Promise<string[]> {
   const consumer = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInterval: 1000 });

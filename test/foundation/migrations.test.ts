@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
-import { listMigrations, migrate } from '../../shared/db/migrate.ts';
-import { createPool } from '../../shared/db/pool.ts';
+import { listMigrations, migrate } from '#plumbing/db/migrate.ts';
+import { createPool } from '#plumbing/db/pool.ts';
 
 describe('migrations on the real Postgres', () => {
   let db: TestDatabase;

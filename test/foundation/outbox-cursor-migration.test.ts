@@ -2,8 +2,8 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applySql } from '../../shared/apply/index.ts';
-import { defaultMigrationsDir, migrate } from '../../shared/db/migrate.ts';
+import { applySql } from '#domain/apply/index.ts';
+import { defaultMigrationsDir, migrate } from '#plumbing/db/migrate.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 
 // Migration 0002 replaces applied_outbox.published_at with the relay's cursor. A database that

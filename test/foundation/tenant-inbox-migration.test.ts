@@ -2,9 +2,9 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { contractExampleEvent, resourceKey, type EventEnvelope } from '../../shared/contract/index.ts';
-import { defaultMigrationsDir, migrate } from '../../shared/db/migrate.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { contractExampleEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
+import { defaultMigrationsDir, migrate } from '#plumbing/db/migrate.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 
 let offset = 0;

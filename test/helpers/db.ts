@@ -2,7 +2,7 @@ import { inject } from 'vitest';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { withDatabase } from '../../infra/postgres.ts';
-import { createPool } from '../../shared/db/pool.ts';
+import { createPool } from '#plumbing/db/pool.ts';
 
 export interface TestDatabase {
   url: string;

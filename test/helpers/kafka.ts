@@ -1,8 +1,8 @@
 import { inject } from 'vitest';
 import type { EachBatchPayload, Kafka } from 'kafkajs';
-import { createKafka, parseBrokers } from '../../shared/kafka/client.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '../../shared/kafka/topics.ts';
+import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { uniqueName } from './names.ts';
 
 export function testBrokers(): string[] {

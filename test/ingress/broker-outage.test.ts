@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import type { IngressHandle } from '../../services/ingress/ingress.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { post, readTopic, readyz, signedRequest, startTestIngress, waitFor } from './helpers.ts';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import type { IngressHandle } from '../../services/ingress/ingress.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { HMAC_SECRET, post, send, signedRequest, startTestIngress, STD_SECRET, topicRecordCount } from './helpers.ts';
 

@@ -1,10 +1,10 @@
 import http from 'node:http';
-import { sampleThemeEvent, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import type { SignatureScheme } from '../../shared/signing/index.ts';
-import type { WebhookSource } from '../../shared/sources/index.ts';
-import { startIngress, type IngressConfig, type IngressHandle } from '../../services/ingress/ingress.ts';
+import { sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import type { SignatureScheme } from '#domain/signing/index.ts';
+import type { WebhookSource } from '#domain/sources/index.ts';
+import { startIngress, type IngressConfig, type IngressHandle } from '#services/ingress/ingress.ts';
 export { readTopic, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';

@@ -4,11 +4,11 @@ import net from 'node:net';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { sampleThemeEvent } from '../../shared/contract/index.ts';
-import { signWebhook } from '../../shared/signing/index.ts';
-import { startIngress, type IngressHandle } from '../../services/ingress/ingress.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { loadSources } from '../../shared/sources/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { signWebhook } from '#domain/signing/index.ts';
+import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { loadSources } from '#domain/sources/index.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import {
   HMAC_SECRET,

@@ -2,10 +2,10 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { ingressConfigFromEnv, ingressEnvSchema } from '../../services/ingress/config.ts';
+import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
-import type { IngressHandle } from '../../services/ingress/ingress.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
 
 /** A raw HTTP/1.1 client: the test decides when each part of the request goes out. */
 class RawClient {

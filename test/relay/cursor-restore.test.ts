@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { applySql, SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { resourceKey, sampleThemeEvent } from '../../shared/contract/index.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { noCrashPoints } from '../../services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
+import { applySql, SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { noCrashPoints } from '#services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

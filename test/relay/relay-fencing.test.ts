@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import { applySql, SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { resourceKey, sampleThemeEvent } from '../../shared/contract/index.ts';
-import { topicLayouts } from '../../shared/kafka/partitioned-send.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { noCrashPoints } from '../../services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
+import { applySql, SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { noCrashPoints } from '#services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

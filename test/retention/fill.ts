@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { sampleThemeSnapshot } from '../../shared/contract/index.ts';
+import { sampleThemeSnapshot } from '#domain/contract/index.ts';
 
 export const SETTLED = ['applied', 'stale', 'duplicate', 'duplicate_version'];
 export const DAY_S = 86_400;

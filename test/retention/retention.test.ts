@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { SnapshotApplier, type SourceRecord } from '../../shared/apply/index.ts';
-import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type EventEnvelope } from '../../shared/contract/index.ts';
-import { defaultRetentionSettings, RetentionPruner, retentionSql, type RetentionBatch, type RetentionSettings } from '../../shared/retention/index.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { defaultRetentionSettings, RetentionPruner, retentionSql, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from './fill.ts';
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import { workerConfigFromEnv, workerEnvSchema } from '../../services/worker/config.ts';
-import { parseConfig } from '../../shared/config/env.ts';
-import { defaultRetentionSettings } from '../../shared/retention/index.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
+import { parseConfig } from '#plumbing/config/env.ts';
+import { defaultRetentionSettings } from '#domain/retention/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying, waitFor, workerTestConfig } from '../worker/helpers.ts';

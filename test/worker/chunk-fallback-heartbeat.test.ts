@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { SnapshotApplier, type ApplyResult, type SourceRecord } from '../../shared/apply/index.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
+import { SnapshotApplier, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying, groupCaughtUp, inboxStatus, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import type { SourceRecord } from '../../shared/apply/index.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { SourceRecord } from '#domain/apply/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import {

@@ -1,8 +1,8 @@
 import { Partitioners, type Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { applySql } from '../../shared/apply/index.ts';
-import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '../../shared/contract/index.ts';
-import type { WorkerConfig } from '../../services/worker/config.ts';
+import { applySql } from '#domain/apply/index.ts';
+import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import type { WorkerConfig } from '#services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTestTopics } from '../helpers/kafka.ts';
 export { readTopic, type ReadRecord } from '../helpers/kafka.ts';

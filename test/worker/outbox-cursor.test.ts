@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { noCrashPoints } from '../../services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '../../services/worker/outbox-relay.ts';
-import { applySql } from '../../shared/apply/index.ts';
-import { createLogger } from '../../shared/logging/logger.ts';
+import { noCrashPoints } from '#services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { applySql } from '#domain/apply/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying } from './helpers.ts';

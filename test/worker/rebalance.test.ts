@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import type { EventEnvelope } from '../../shared/contract/index.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';

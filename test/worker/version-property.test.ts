@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { Kafka } from 'kafkajs';
-import { startWorker, type WorkerHandle } from '../../services/worker/worker.ts';
-import type { EventEnvelope } from '../../shared/contract/index.ts';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';

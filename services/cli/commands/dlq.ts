@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Message } from 'kafkajs';
-import { tenantScopedKey } from '../../../shared/apply/index.ts';
-import { eventFingerprint, parseEvent } from '../../../shared/contract/index.ts';
-import { headerText } from '../../../shared/failures/index.ts';
-import { partitionForKey } from '../../../shared/kafka/murmur2.ts';
-import { PartitionedSender, topicLayouts, type TopicLayout } from '../../../shared/kafka/partitioned-send.ts';
-import { RecoveringProducer } from '../../../shared/kafka/recovering-producer.ts';
+import { tenantScopedKey } from '#domain/apply/index.ts';
+import { eventFingerprint, parseEvent } from '#domain/contract/index.ts';
+import { headerText } from '#domain/failures/index.ts';
+import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
+import { PartitionedSender, topicLayouts, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
+import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 import { CommandFailed, flag, parseIsoTime, stringOption, TIME_HELP, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin, type CliContext } from '../context.ts';
@@ -74,7 +74,7 @@ async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): 
   for (const entry of entries) {
     const row = stored.get(inboxKeyOf(entry) ?? '');
     const storedEvent = row?.payload == null ? undefined : parseEvent(Buffer.from(row.payload, 'utf8'));
-    // As the worker decides (shared/apply/decide.ts): the stored body's fingerprint, or the one
+    // As the worker decides (shared/domain/apply/decide.ts): the stored body's fingerprint, or the one
     // retention kept when it pruned the body.
     const storedFingerprint = storedEvent?.ok ? eventFingerprint(storedEvent.envelope) : (row?.fingerprint ?? undefined);
     const same = entry.envelope !== null && storedFingerprint !== undefined && storedFingerprint === eventFingerprint(entry.envelope);

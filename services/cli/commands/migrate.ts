@@ -1,4 +1,4 @@
-import { listMigrations, migrate } from '../../../shared/db/migrate.ts';
+import { listMigrations, migrate } from '#plumbing/db/migrate.ts';
 import { flag } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 

@@ -1,5 +1,5 @@
 import type { Admin } from 'kafkajs';
-import { SnapshotApplier, toSourceRecord, type ApplyOutcome} from '../../../shared/apply/index.ts';
+import { SnapshotApplier, toSourceRecord, type ApplyOutcome} from '#domain/apply/index.ts';
 import { CommandFailed, flag, intOption, parsePosition, requiredOption, stringOption, UsageError, type Position } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin } from '../context.ts';

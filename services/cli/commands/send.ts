@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
-import { sampleThemeEvent } from '../../../shared/contract/index.ts';
-import { signWebhook, SIGNATURE_HEADERS } from '../../../shared/signing/index.ts';
-import { loadSources, SourcesConfigError } from '../../../shared/sources/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { signWebhook, SIGNATURE_HEADERS } from '#domain/signing/index.ts';
+import { loadSources, SourcesConfigError } from '#domain/sources/index.ts';
 import { CommandFailed, flag, intOption, stringOption, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 

@@ -1,4 +1,4 @@
-import { ensureTopics, topicSpecs } from '../../../shared/kafka/topics.ts';
+import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { flag } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin } from '../context.ts';

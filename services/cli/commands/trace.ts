@@ -1,4 +1,4 @@
-import { resourceKey } from '../../../shared/contract/index.ts';
+import { resourceKey } from '#domain/contract/index.ts';
 import { CommandFailed, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { renderTable } from '../output.ts';

@@ -1,10 +1,10 @@
 import type { Admin, Consumer, Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
-import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
-import type { TopicNames } from '../../../shared/kafka/topics.ts';
-import type { Logger } from '../../../shared/logging/logger.ts';
-import { createFailureMetrics, type FailureMetrics, type FailureSettings } from '../../../shared/failures/index.ts';
+import type { ApplyResult, SourceRecord } from '#domain/apply/index.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import { createFailureMetrics, type FailureMetrics, type FailureSettings } from '#domain/failures/index.ts';
 import type { FailureDecision, FailureContext } from '../batch-handler.ts';
 import { OutageController, postgresProbe } from './outage-controller.ts';
 import { startRetryConsumers, type RetryConsumers } from './retry-consumers.ts';

@@ -1,4 +1,4 @@
-// Statements of the failure path. The apply path (shared/apply) settles the rows written here
+// Statements of the failure path. The apply path (shared/domain/apply) settles the rows written here
 // when a later attempt of the same body succeeds.
 
 export const SELECT_RESOURCE_VERSION = `

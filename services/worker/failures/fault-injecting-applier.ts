@@ -1,5 +1,5 @@
-import { SnapshotApplier, type ApplyResult, type SnapshotApplierOptions, type SourceRecord } from '../../../shared/apply/index.ts';
-import type { FaultInjector } from '../../../shared/failures/index.ts';
+import { SnapshotApplier, type ApplyResult, type SnapshotApplierOptions, type SourceRecord } from '#domain/apply/index.ts';
+import type { FaultInjector } from '#domain/failures/index.ts';
 
 function keyOf(record: SourceRecord): string | undefined {
   if (record.key === null) return undefined;

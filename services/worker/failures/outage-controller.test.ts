@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
-import { createFailureMetrics } from '../../../shared/failures/index.ts';
-import { createLogger } from '../../../shared/logging/logger.ts';
+import { createFailureMetrics } from '#domain/failures/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { OutageController } from './outage-controller.ts';
 
 const failure = { class: 'outage' as const, code: 'db_unavailable', message: 'connect ECONNREFUSED' };

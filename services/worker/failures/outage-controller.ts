@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Consumer } from 'kafkajs';
-import type { Logger } from '../../../shared/logging/logger.ts';
-import { probeDelayMs, type ClassifiedFailure, type FailureMetrics } from '../../../shared/failures/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import { probeDelayMs, type ClassifiedFailure, type FailureMetrics } from '#domain/failures/index.ts';
 import { HEALTH_PROBE } from './failure-sql.ts';
 
 export interface OutageControllerOptions {

@@ -1,9 +1,9 @@
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
-import type { Logger } from '../../../shared/logging/logger.ts';
-import type { TopicNames } from '../../../shared/kafka/topics.ts';
-import type { ApplyResult, SourceRecord } from '../../../shared/apply/index.ts';
-import { decodeRetryInfo, permanentFailure, type FailureMetrics } from '../../../shared/failures/index.ts';
-import { toSourceRecord } from '../../../shared/apply/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import type { ApplyResult, SourceRecord } from '#domain/apply/index.ts';
+import { decodeRetryInfo, permanentFailure, type FailureMetrics } from '#domain/failures/index.ts';
+import { toSourceRecord } from '#domain/apply/index.ts';
 import { OutageController } from './outage-controller.ts';
 import type { FailureOutcome, RetryRouter } from './retry-router.ts';
 

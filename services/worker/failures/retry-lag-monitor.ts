@@ -1,6 +1,6 @@
 import type { Admin } from 'kafkajs';
-import type { Logger } from '../../../shared/logging/logger.ts';
-import type { FailureMetrics } from '../../../shared/failures/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import type { FailureMetrics } from '#domain/failures/index.ts';
 
 export interface RetryLagMonitorOptions {
   admin: Admin;

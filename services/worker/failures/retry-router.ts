@@ -1,10 +1,10 @@
-import { withTransaction } from '../../../shared/db/transaction.ts';
+import { withTransaction } from '#plumbing/db/transaction.ts';
 import { Partitioners, type IHeaders, type Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
-import type { Logger } from '../../../shared/logging/logger.ts';
-import type { TopicNames } from '../../../shared/kafka/topics.ts';
-import { parseEvent, type EventEnvelope } from '../../../shared/contract/index.ts';
-import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '../../../shared/apply/index.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import {
   classifyFailure,
   decodeRetryInfo,
@@ -17,14 +17,14 @@ import {
   type ClassifiedFailure,
   type FailureMetrics,
   type RetrySchedule,
-} from '../../../shared/failures/index.ts';
+} from '#domain/failures/index.ts';
 import {
   INSERT_INBOX_FAILURE,
   MARK_ANOMALY_DEAD_LETTERED,
   SELECT_RESOURCE_VERSION,
   UPDATE_PENDING_INBOX_FAILURE,
 } from './failure-sql.ts';
-import { RecoveringProducer } from '../../../shared/kafka/recovering-producer.ts';
+import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 
 export const RETRIES_EXHAUSTED = 'retries_exhausted';
 

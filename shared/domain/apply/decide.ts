@@ -1,0 +1,124 @@
+import { eventFingerprint, parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import type { ApplyOutcome, ParsedEvent } from './types.ts';
+
+/** An inbox row the decisions know of: from the database (payload) or decided earlier in the chunk (envelope). */
+export interface KnownInboxRow {
+  bodySha256: string;
+  status: string;
+  envelope?: EventEnvelope;
+  payload?: string;
+  /** Stored by retention when it pruned the payload. */
+  fingerprint?: string;
+}
+
+/**
+ * Same bytes are the same event. Other bytes may still be the same event: a provider's redelivery
+ * with another delivery_attempt, other whitespace or key order. The fingerprint (of the canonical
+ * envelope without delivery-only fields) decides, and is computed only then: a redelivery with
+ * other bytes is rare, and canonicalising every event would cost as much as parsing it.
+ */
+export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): boolean {
+  if (known.bodySha256 === event.bodySha256) return true;
+  const envelope = known.envelope ?? parsedPayload(known.payload);
+  const knownFingerprint = envelope === undefined ? known.fingerprint : eventFingerprint(envelope);
+  // A row that can no longer be compared (no body, no fingerprint) is reported as an anomaly, not guessed.
+  return knownFingerprint !== undefined && knownFingerprint === eventFingerprint(event.envelope);
+}
+
+function parsedPayload(payload: string | undefined): EventEnvelope | undefined {
+  if (payload === undefined) return undefined;
+  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
+  return parsed.ok ? parsed.envelope : undefined;
+}
+
+export interface KnownState {
+  version: number;
+  deleted: boolean;
+}
+
+export interface Decision {
+  event: ParsedEvent;
+  outcome: Exclude<ApplyOutcome, 'invalid'>;
+  reason?: string;
+  storedVersion: number | null;
+  versionGap: boolean;
+  /** Write (insert, or settle a pending row) this event's inbox row. */
+  writeInbox: boolean;
+  duplicateOf?: string;
+}
+
+export const QUARANTINE_REASON = 'event_id seen before with different content';
+
+/** Rows a failure path left behind (retry chain, DLQ); applying the same body again settles them. */
+export const PENDING_INBOX_STATUSES: ReadonlySet<string> = new Set(['received', 'retrying', 'dead_lettered']);
+
+/** Event ids and idempotency keys are scoped to their tenant (NUL never occurs in either: the ingress refuses it). */
+export function tenantScopedKey(tenantId: string, value: string): string {
+  return `${tenantId}\u0000${value}`;
+}
+
+/**
+ * Decides every event of a chunk in order, against what the database knew when the chunk's keys
+ * were locked. The maps are updated as it goes, so a later event of the same chunk sees the
+ * effect of an earlier one exactly as if each had run in its own transaction.
+ */
+export function decideOutcomes(
+  events: readonly ParsedEvent[],
+  inbox: Map<string, KnownInboxRow>,
+  idempotency: Map<string, string>,
+  states: Map<string, KnownState>,
+): Decision[] {
+  const decisions: Decision[] = [];
+  for (const event of events) {
+    const { envelope } = event;
+    const eventKey = tenantScopedKey(envelope.tenant_id, envelope.event_id);
+    const known = inbox.get(eventKey);
+    const stored = states.get(event.resourceKey);
+    const storedVersion = stored ? stored.version : null;
+    const base = { event, storedVersion, versionGap: false };
+    // A redelivery (other delivery_attempt, whitespace or key order) has the same fingerprint.
+    if (known && !sameEventContent(known, event)) {
+      decisions.push({ ...base, outcome: 'quarantined', reason: QUARANTINE_REASON, writeInbox: false });
+      continue;
+    }
+    if (known && !PENDING_INBOX_STATUSES.has(known.status)) {
+      decisions.push({ ...base, outcome: 'duplicate', reason: 'event_id', writeInbox: false });
+      continue;
+    }
+    const idemKey =
+      envelope.idempotency_key === undefined ? undefined : tenantScopedKey(envelope.tenant_id, envelope.idempotency_key);
+    const firstWithKey = idemKey === undefined ? undefined : idempotency.get(idemKey);
+    if (firstWithKey !== undefined && firstWithKey !== envelope.event_id) {
+      inbox.set(eventKey, { bodySha256: event.bodySha256, status: 'duplicate', envelope });
+      decisions.push({
+        ...base,
+        outcome: 'duplicate',
+        reason: 'idempotency_key',
+        writeInbox: true,
+        duplicateOf: firstWithKey,
+      });
+      continue;
+    }
+    const version = envelope.resource.version;
+    let outcome: Decision['outcome'];
+    let reason: string | undefined;
+    let versionGap = false;
+    if (stored && stored.version > version) {
+      outcome = 'stale';
+      reason = `stored version ${stored.version}`;
+    } else if (stored && stored.version === version) {
+      outcome = 'duplicate_version';
+      reason = `stored version ${stored.version}`;
+    } else {
+      outcome = 'applied';
+      versionGap = stored !== undefined && version > stored.version + 1;
+      states.set(event.resourceKey, { version, deleted: event.action === 'delete' });
+    }
+    inbox.set(eventKey, { bodySha256: event.bodySha256, status: outcome, envelope });
+    // Only the event that applied claims its key: a stale or failed one must not block the
+    // corrected republish of the same business effect.
+    if (idemKey !== undefined && outcome === 'applied') idempotency.set(idemKey, envelope.event_id);
+    decisions.push({ ...base, outcome, ...(reason === undefined ? {} : { reason }), versionGap, writeInbox: true });
+  }
+  return decisions;
+}

@@ -1,0 +1,47 @@
+import type { EventAction, EventEnvelope } from '#domain/contract/index.ts';
+import type { BridgeError } from '#plumbing/errors/bridge-error.ts';
+
+export type RecordHeaderValue = Buffer | string | (Buffer | string)[] | undefined;
+
+/** One consumed record, independent of the Kafka client: what the apply path needs to know. */
+export interface SourceRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: Buffer | string | null;
+  value: Buffer | null;
+  /** Broker or producer timestamp, milliseconds since the epoch as a string (as kafkajs gives it). */
+  timestamp?: string;
+  headers?: Record<string, RecordHeaderValue>;
+}
+
+export type ApplyOutcome = 'applied' | 'stale' | 'duplicate' | 'duplicate_version' | 'quarantined' | 'invalid';
+
+export interface ApplyResult {
+  record: SourceRecord;
+  outcome: ApplyOutcome;
+  bodySha256: string;
+  eventId?: string;
+  resourceKey?: string;
+  version?: number;
+  action?: EventAction;
+  /** The stored version the event was compared with (null: the resource was unknown). */
+  storedVersion?: number | null;
+  /** Applied with a version more than one above the stored version. */
+  versionGap?: boolean;
+  reason?: string;
+  /** For `invalid`: the permanent parse failure (code = the contract's parse error code). */
+  error?: BridgeError;
+}
+
+export interface ParsedEvent {
+  record: SourceRecord;
+  envelope: EventEnvelope;
+  bodySha256: string;
+  /** The raw body exactly as consumed. */
+  bytes: Buffer;
+  /** The provider's attempt number: the X-Webhook-Retry header the ingress passed on, else the body's. */
+  deliveryAttempt: number | undefined;
+  resourceKey: string;
+  action: EventAction;
+}

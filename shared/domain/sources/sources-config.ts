@@ -1,0 +1,181 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { RESOURCE_TYPE_PATTERN } from '#domain/contract/index.ts';
+import { decodeStandardSecret, SIGNATURE_SCHEMES } from '#domain/signing/index.ts';
+import type { SignatureScheme, SigningSecret } from '#domain/signing/index.ts';
+import { loadStrictSchema, type StrictSchema } from './strict-schemas.ts';
+
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+// Short HMAC keys are guessable offline from one captured request.
+export const MIN_HMAC_SECRET_BYTES = 16;
+
+const identifier = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must match [A-Za-z0-9_.-]{1,64}');
+
+// A secret's value is never written in the sources file: it names where the value lives, so the
+// file can be committed and production has no secret defaults to fall back on.
+const secretRefSchema = z.union([
+  z.strictObject({ id: identifier, env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name') }),
+  z.strictObject({ id: identifier, file: z.string().min(1) }),
+]);
+
+export const sourceConfigSchema = z.strictObject({
+  id: identifier,
+  scheme: z.enum(SIGNATURE_SCHEMES).default('hmac-sha256'),
+  secrets: z.array(secretRefSchema).min(1, 'at least one secret is required'),
+  tenants: z.array(z.string().min(1)).min(1, 'at least one tenant is required'),
+  toleranceSeconds: z.int().min(1).max(3600).default(DEFAULT_TOLERANCE_SECONDS),
+  // The contract covers more than themes; each source names the types it may publish, and
+  // event_type is <type>.created|updated|deleted for those only.
+  resourceTypes: z
+    .array(z.string().regex(RESOURCE_TYPE_PATTERN, `must match ${RESOURCE_TYPE_PATTERN.source}`))
+    .min(1)
+    .default(['theme']),
+  // Opt-in: resource type -> JSON Schema file (relative to the sources file) that `data` must match.
+  strictSchemas: z.record(z.string(), z.string().min(1)).default({}),
+});
+
+export const sourcesFileSchema = z
+  .strictObject({ sources: z.array(sourceConfigSchema).min(1) })
+  .superRefine((file, ctx) => {
+    const seen = new Set<string>();
+    file.sources.forEach((source, i) => {
+      if (seen.has(source.id)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'id'], message: `duplicate source id "${source.id}"` });
+      seen.add(source.id);
+      const types = new Set<string>();
+      source.resourceTypes.forEach((type, j) => {
+        if (types.has(type)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'resourceTypes', j], message: `duplicate resource type "${type}"` });
+        types.add(type);
+      });
+      for (const type of Object.keys(source.strictSchemas)) {
+        if (!types.has(type)) {
+          ctx.addIssue({ code: 'custom', path: ['sources', i, 'strictSchemas', type], message: `"${type}" is not one of the source's resourceTypes` });
+        }
+      }
+      const secretIds = new Set<string>();
+      source.secrets.forEach((secret, j) => {
+        if (secretIds.has(secret.id)) {
+          ctx.addIssue({ code: 'custom', path: ['sources', i, 'secrets', j, 'id'], message: `duplicate secret id "${secret.id}"` });
+        }
+        secretIds.add(secret.id);
+      });
+    });
+  });
+
+export type SourceConfig = z.infer<typeof sourceConfigSchema>;
+export type SourcesFile = z.infer<typeof sourcesFileSchema>;
+
+/** A source with its secret values resolved: what verification needs at request time. */
+export interface WebhookSource {
+  id: string;
+  scheme: SignatureScheme;
+  secrets: SigningSecret[];
+  tenants: string[];
+  /** Seconds either way; unused by the body-only scheme, which has no timestamp (and so no replay window). */
+  toleranceSeconds: number;
+  /** The resource types this source may publish events for. */
+  resourceTypes: string[];
+  /** Compiled strict schemas by resource type (opt-in); absent types get only the bridge's own checks. */
+  strictSchemas?: Readonly<Record<string, StrictSchema>>;
+}
+
+export class SourcesConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid webhook sources configuration:\n  ${problems.join('\n  ')}`);
+    this.name = 'SourcesConfigError';
+    this.problems = problems;
+  }
+}
+
+export interface ResolveOptions {
+  env?: Record<string, string | undefined>;
+  /** Relative secret file paths are resolved against this folder (the sources file's folder). */
+  baseDir?: string;
+}
+
+export function parseSourcesFile(json: unknown): SourcesFile {
+  const result = sourcesFileSchema.safeParse(json);
+  if (result.success) return result.data;
+  throw new SourcesConfigError(result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+}
+
+/** Resolves every secret and reports every missing or unusable one, not just the first. */
+export function resolveSources(file: SourcesFile, options: ResolveOptions = {}): WebhookSource[] {
+  const env = options.env ?? process.env;
+  const baseDir = options.baseDir ?? process.cwd();
+  const problems: string[] = [];
+  const sources = file.sources.map((source) => {
+    const secrets: SigningSecret[] = [];
+    for (const ref of source.secrets) {
+      const where = `source "${source.id}" secret "${ref.id}"`;
+      let value: string | undefined;
+      if ('env' in ref) {
+        value = env[ref.env];
+        if (value === undefined || value.trim() === '') {
+          problems.push(`${where}: environment variable ${ref.env} is not set`);
+          continue;
+        }
+      } else {
+        const file = path.resolve(baseDir, ref.file);
+        try {
+          // Secret files (Kubernetes / Docker secrets) usually end with a newline that is not part of the key.
+          value = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+        } catch (error) {
+          problems.push(`${where}: cannot read secret file ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+          continue;
+        }
+      }
+      const problem = secretProblem(source.scheme, value);
+      if (problem) {
+        problems.push(`${where}: ${problem}`);
+        continue;
+      }
+      secrets.push({ id: ref.id, value });
+    }
+    const strictSchemas: Record<string, StrictSchema> = {};
+    for (const [type, file] of Object.entries(source.strictSchemas)) {
+      try {
+        strictSchemas[type] = loadStrictSchema(file, baseDir);
+      } catch (error) {
+        problems.push(`source "${source.id}" strictSchemas.${type}: ${(error as Error).message}`);
+      }
+    }
+    return {
+      id: source.id,
+      scheme: source.scheme,
+      secrets,
+      tenants: [...source.tenants],
+      toleranceSeconds: source.toleranceSeconds,
+      resourceTypes: [...source.resourceTypes],
+      ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
+    };
+  });
+  if (problems.length > 0) throw new SourcesConfigError(problems);
+  return sources;
+}
+
+function secretProblem(scheme: SignatureScheme, value: string): string | undefined {
+  if (scheme === 'standard-webhooks') {
+    try {
+      const key = decodeStandardSecret(value);
+      if (key.length < MIN_HMAC_SECRET_BYTES) return `decoded key is ${key.length} bytes, at least ${MIN_HMAC_SECRET_BYTES} required`;
+    } catch {
+      return 'must be base64, optionally prefixed with whsec_';
+    }
+    return undefined;
+  }
+  const bytes = Buffer.byteLength(value, 'utf8');
+  return bytes < MIN_HMAC_SECRET_BYTES ? `is ${bytes} bytes, at least ${MIN_HMAC_SECRET_BYTES} required` : undefined;
+}
+
+/** Reads, validates and resolves the sources file: the one call a service or the CLI makes. */
+export function loadSources(file: string, env: Record<string, string | undefined> = process.env): WebhookSource[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new SourcesConfigError([`cannot read ${file}: ${(error as Error).message}`]);
+  }
+  return resolveSources(parseSourcesFile(json), { env, baseDir: path.dirname(path.resolve(file)) });
+}

@@ -1,0 +1,59 @@
+import net from 'node:net';
+import { Kafka, logLevel, type ISocketFactory, type KafkaConfig, type logCreator } from 'kafkajs';
+import type { Logger } from '#plumbing/logging/logger.ts';
+
+export interface KafkaClientSettings {
+  brokers: string[];
+  clientId: string;
+  logger: Logger;
+  connectionTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** kafkajs retry count for connection and request failures; short-lived tools want few. */
+  retries?: number;
+}
+
+const levelNames: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+// kafkajs logs go through pino so one log pipeline explains an incident.
+function pinoLogCreator(logger: Logger): logCreator {
+  return () => ({ namespace, level, log }) => {
+    const { message, ...extra } = log;
+    const method = levelNames[level] ?? 'info';
+    logger[method]({ kafkajs: namespace, ...extra }, message);
+  };
+}
+
+export function parseBrokers(value: string): string[] {
+  return value
+    .split(',')
+    .map((b) => b.trim())
+    .filter((b) => b.length > 0);
+}
+
+// kafkajs's own factory leaves Nagle's algorithm on; small produce requests then wait for the
+// broker's delayed ACK. Request/response traffic wants TCP_NODELAY, as the Java client sets it.
+const noDelaySocketFactory: ISocketFactory = ({ host, port, onConnect }) => {
+  const socket = net.connect({ host, port, noDelay: true }, onConnect);
+  socket.setKeepAlive(true, 60_000);
+  return socket;
+};
+
+// The only place kafkajs is constructed, so the client library can be swapped in one module.
+export function createKafka(settings: KafkaClientSettings): Kafka {
+  const config: KafkaConfig = {
+    clientId: settings.clientId,
+    brokers: settings.brokers,
+    connectionTimeout: settings.connectionTimeoutMs ?? 3000,
+    requestTimeout: settings.requestTimeoutMs ?? 10000,
+    socketFactory: noDelaySocketFactory,
+    logLevel: logLevel.WARN,
+    logCreator: pinoLogCreator(settings.logger.child({ component: 'kafkajs' })),
+    retry: { initialRetryTime: 100, retries: settings.retries ?? 8, maxRetryTime: 5000 },
+  };
+  return new Kafka(config);
+}
