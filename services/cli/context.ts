@@ -3,14 +3,13 @@ import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import { databaseEnv, kafkaEnv, parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { topicNames, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { Output } from './output.ts';
 
-export const DEFAULT_CONSUMER_GROUP = 'theme-applier';
-
-const groupEnv = z.object({ CONSUMER_GROUP: z.string().min(1).default(DEFAULT_CONSUMER_GROUP) });
+const groupEnv = z.object({ CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup) });
 
 export type Env = Record<string, string | undefined>;
 

@@ -2,13 +2,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
 
 const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 export const devEnvFile = path.join(repoRoot, 'infra', 'dev.env');
 
 export const DEV_DEFAULTS: Readonly<Record<string, string>> = {
-  KAFKA_BROKERS: '127.0.0.1:9092',
-  DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/bridge',
+  KAFKA_BROKERS: DEFAULTS.dev.kafkaBrokers,
+  DATABASE_URL: DEFAULTS.dev.databaseUrl,
 };
 
 /** True when started as `npm run bridge -- ...` from this repository (a developer's machine). */

@@ -1,10 +1,10 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import { tenantScopedKey } from '#domain/apply/index.ts';
 import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { decodeDeadLetterInfo, headerText, originalHeaders, type DeadLetterInfo } from '#domain/failures/index.ts';
+import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
+import { decodeDeadLetterInfo, DLQ_HEADERS, originalHeaders, type DeadLetterInfo } from '#domain/failures/index.ts';
+import { headerText } from '#plumbing/kafka/headers.ts';
 
-/** Header the ingress puts on every record it produces. */
-export const EVENT_ID_HEADER = 'event-id';
 /** Added to a replayed record: where in the DLQ it came from (kept if it is dead-lettered again). */
 export const REPLAYED_FROM_HEADER = 'replayed-from';
 
@@ -67,7 +67,7 @@ export function toDlqEntry(partition: number, message: KafkaMessage): DlqEntry {
     value: message.value,
     headers,
     // The header is what the ingress vouched for; the body is the fallback for records from elsewhere.
-    eventId: headerText(headers, EVENT_ID_HEADER) ?? body.eventId,
+    eventId: headerText(headers, EVENT_HEADERS.eventId) ?? body.eventId,
     tenantId: body.tenantId,
     envelope: body.envelope,
     info: decoded.ok ? decoded.info : null,
@@ -80,7 +80,7 @@ export function deadLetteredAt(entry: DlqEntry): number {
 }
 
 export function entryReason(entry: DlqEntry): string {
-  return entry.info?.reason ?? headerText(entry.headers, 'dlq-reason') ?? 'unknown';
+  return entry.info?.reason ?? headerText(entry.headers, DLQ_HEADERS.reason) ?? 'unknown';
 }
 
 export interface DlqFilter {

@@ -10,6 +10,7 @@ import {
 import { failureSettingsFrom, failuresEnv, type FailureSettings } from '#domain/failures/index.ts';
 import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '#domain/retention/index.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 
 export const workerEnvSchema = z.object({
@@ -21,10 +22,10 @@ export const workerEnvSchema = z.object({
   TOPIC_RETRY_LEVELS: topicEnv.shape.TOPIC_RETRY_LEVELS,
   ...failuresEnv.shape,
   ...retentionEnv.shape,
-  // Not the shared 9464 default: the worker runs beside the ingress on one machine.
-  ADMIN_PORT: portSchema.default(9465),
+  // Not the ingress's port: the worker runs beside it on one machine.
+  ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.worker),
   ...adminHostEnv.shape,
-  CONSUMER_GROUP: z.string().min(1).default('theme-applier'),
+  CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup),
   // 1000 records per transaction and 2 MiB fetches measured ~20% faster than 500 / 1 MiB (bench/results/worker.md).
   WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
   WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(3),

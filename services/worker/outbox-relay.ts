@@ -1,10 +1,11 @@
-import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import { withTransaction } from '#plumbing/db/transaction.ts';
 import { appliedHeaders, applySql } from '#domain/apply/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
-import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
+import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
+import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 import type { CrashPoints } from './crash-points.ts';
 import { RelayLeadership } from './relay-leadership.ts';
 
@@ -62,19 +63,7 @@ interface OutboxRow {
  * older batch after a newer one: `K v2, K v1`, and compaction would keep v1.
  */
 export function createRelayProducer(kafka: Kafka, transactionalId: string, logger: Logger, connectTimeoutMs: number): RecoveringProducer {
-  return new RecoveringProducer({
-    name: 'outbox-relay',
-    logger,
-    connectTimeoutMs,
-    create: (): Producer =>
-      kafka.producer({
-        transactionalId,
-        idempotent: true,
-        maxInFlightRequests: 1,
-        transactionTimeout: 60_000,
-        createPartitioner: Partitioners.DefaultPartitioner,
-      }),
-  });
+  return createRecoveringProducer(kafka, { name: 'outbox-relay', logger, connectTimeoutMs, transactionalId, transactionTimeoutMs: 60_000 });
 }
 
 export interface RelayPartsSettings {

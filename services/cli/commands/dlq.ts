@@ -2,10 +2,11 @@ import { createHash } from 'node:crypto';
 import type { Message } from 'kafkajs';
 import { tenantScopedKey } from '#domain/apply/index.ts';
 import { eventFingerprint, parseEvent } from '#domain/contract/index.ts';
-import { headerText } from '#domain/failures/index.ts';
+import { headerText } from '#plumbing/kafka/headers.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { PartitionedSender, topicLayouts, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
-import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
+import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
+import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 import { CommandFailed, flag, parseIsoTime, stringOption, TIME_HELP, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin, type CliContext } from '../context.ts';
@@ -467,12 +468,7 @@ export const dlqReplay: CommandSpec = {
       ? new Map((await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]))
       : new Map<number, bigint>();
     const admin = await connectedAdmin(ctx);
-    const producer = new RecoveringProducer({
-      create: () => ctx.kafka().producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }),
-      connectTimeoutMs: 10_000,
-      logger: ctx.logger,
-      name: 'dlq-replay',
-    });
+    const producer = createRecoveringProducer(ctx.kafka(), { name: 'dlq-replay', logger: ctx.logger, connectTimeoutMs: 10_000 });
     ctx.onClose(() => producer.close());
     await producer.connect();
     const messages: Message[] = toReplay.map((e) => replayMessage(e, topic));

@@ -4,7 +4,7 @@ import { createFailureMetrics } from '#domain/failures/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { OutageController } from './outage-controller.ts';
 
-const failure = { class: 'outage' as const, code: 'db_unavailable', message: 'connect ECONNREFUSED' };
+const failure = { class: 'outage' as const, code: 'db_unavailable' as const, message: 'connect ECONNREFUSED' };
 
 function setUp(probeResults: boolean[]) {
   const calls: string[] = [];

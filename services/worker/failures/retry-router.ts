@@ -1,5 +1,5 @@
 import { withTransaction } from '#plumbing/db/transaction.ts';
-import { Partitioners, type IHeaders, type Kafka } from 'kafkajs';
+import type { IHeaders, Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
@@ -24,7 +24,8 @@ import {
   SELECT_RESOURCE_VERSION,
   UPDATE_PENDING_INBOX_FAILURE,
 } from './failure-sql.ts';
-import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
+import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
+import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 
 export const RETRIES_EXHAUSTED = 'retries_exhausted';
 
@@ -52,12 +53,7 @@ export interface RetryRouterOptions {
  * one after another: each is replaced after a failed or timed-out send.
  */
 export function createFailureProducer(kafka: Kafka, logger: Logger, connectTimeoutMs = 10_000): RecoveringProducer {
-  return new RecoveringProducer({
-    name: 'failures',
-    logger,
-    connectTimeoutMs,
-    create: () => kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner }),
-  });
+  return createRecoveringProducer(kafka, { name: 'failures', logger, connectTimeoutMs });
 }
 
 /**
@@ -84,7 +80,7 @@ export class RetryRouter {
   /** Routes an apply result that is itself a permanent failure (invalid, quarantined); undefined otherwise. */
   async handleResult(result: ApplyResult): Promise<FailureOutcome | undefined> {
     if (result.outcome === 'invalid') {
-      return this.route(result.record, permanentFailure(result.reason ?? 'invalid_envelope', result.error?.message ?? 'invalid event'));
+      return this.route(result.record, permanentFailure(result.error?.code ?? 'invalid_envelope', result.error?.message ?? 'invalid event'));
     }
     if (result.outcome === 'quarantined') {
       return this.route(result.record, permanentFailure('quarantined', result.reason ?? QUARANTINE_REASON));

@@ -13,4 +13,4 @@ export {
 export type { AppliedRecord } from './applied-record.ts';
 export * as applySql from './sql.ts';
 export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
-export { deliveryAttemptOf, headerString, toSourceRecord } from './source-record.ts';
+export { deliveryAttemptOf, toSourceRecord } from './source-record.ts';

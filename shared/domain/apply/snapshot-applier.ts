@@ -1,12 +1,13 @@
 import { withTransaction } from '#plumbing/db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
-import { EVENT_HEADERS, eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
+import { eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { booleanArray, integerArray, PackedBytes, textArray } from './pg-params.ts';
 import { BEGIN_APPLY_TRANSACTION, LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
-import { deliveryAttemptOf, headerString } from './source-record.ts';
+import { deliveryAttemptOf } from './source-record.ts';
+import { receivedAtHeader } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -184,12 +185,8 @@ interface ChunkContextRow {
 }
 
 function receivedAt(record: SourceRecord): string | null {
-  const header = headerString(record.headers?.[EVENT_HEADERS.receivedAt]);
-  if (header !== undefined) {
-    const asNumber = Number(header);
-    const date = Number.isFinite(asNumber) && /^\d+$/.test(header) ? new Date(asNumber) : new Date(header);
-    if (!Number.isNaN(date.getTime())) return date.toISOString();
-  }
+  const header = receivedAtHeader(record.headers);
+  if (header !== undefined) return header.toISOString();
   if (record.timestamp !== undefined && /^\d+$/.test(record.timestamp)) return new Date(Number(record.timestamp)).toISOString();
   return null;
 }

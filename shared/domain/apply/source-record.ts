@@ -1,5 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
-import { EVENT_HEADERS, type EventEnvelope } from '#domain/contract/index.ts';
+import { deliveryAttemptHeader } from '#domain/contract/event-headers.ts';
+import type { EventEnvelope } from '#domain/contract/index.ts';
 import type { RecordHeaderValue, SourceRecord } from './types.ts';
 
 /** A consumed Kafka message as the apply path sees it (the raw body untouched). */
@@ -15,15 +16,7 @@ export function toSourceRecord(topic: string, partition: number, message: KafkaM
   };
 }
 
-/** A header's first value as text (kafkajs gives Buffers, or arrays for repeated headers). */
-export function headerString(value: RecordHeaderValue): string | undefined {
-  const first = Array.isArray(value) ? value[0] : value;
-  return first === undefined ? undefined : first.toString();
-}
-
 /** The provider's attempt number: X-Webhook-Retry as the ingress passed it on, else the body's delivery_attempt. */
 export function deliveryAttemptOf(record: SourceRecord, envelope: EventEnvelope): number | undefined {
-  const header = headerString(record.headers?.[EVENT_HEADERS.deliveryAttempt]);
-  if (header !== undefined && /^\d{1,9}$/.test(header)) return Number(header);
-  return envelope.delivery_attempt;
+  return deliveryAttemptHeader(record.headers) ?? envelope.delivery_attempt;
 }

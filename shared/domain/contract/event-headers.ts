@@ -1,5 +1,9 @@
+import { headerText, type RecordHeaders } from '#plumbing/kafka/headers.ts';
+
 // Headers of a record on the events topic: written by the ingress, read by the worker and the
 // CLI. The raw body stays untouched; what the ingress learnt about the delivery travels here.
+// The one place they are named, encoded and decoded (the retry chain's own headers live in
+// shared/domain/failures/retry-headers.ts).
 export const EVENT_HEADERS = {
   eventId: 'event-id',
   source: 'source',
@@ -11,3 +15,73 @@ export const EVENT_HEADERS = {
   /** The provider's attempt number (X-Webhook-Retry), when it sent one. */
   deliveryAttempt: 'delivery-attempt',
 } as const;
+
+/** What the ingress learnt about one delivery. */
+export interface EventRecordHeaders {
+  eventId: string;
+  /** The source (provider) id the request was verified for. */
+  source: string;
+  receivedAt: Date;
+  /** Which of the source's secrets verified the signature. */
+  secretId: string;
+  bodySha256: string;
+  eventType: string;
+  idempotencyKey?: string | undefined;
+  deliveryAttempt?: number | undefined;
+}
+
+export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string> {
+  const headers: Record<string, string> = {
+    [EVENT_HEADERS.eventId]: h.eventId,
+    [EVENT_HEADERS.source]: h.source,
+    [EVENT_HEADERS.receivedAt]: h.receivedAt.toISOString(),
+    [EVENT_HEADERS.secretId]: h.secretId,
+    [EVENT_HEADERS.bodySha256]: h.bodySha256,
+    [EVENT_HEADERS.eventType]: h.eventType,
+  };
+  if (h.idempotencyKey !== undefined) headers[EVENT_HEADERS.idempotencyKey] = h.idempotencyKey;
+  if (h.deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(h.deliveryAttempt);
+  return headers;
+}
+
+/**
+ * The event headers of a consumed record, each one only when present and well-formed: records
+ * written by an older ingress, by `bridge dlq replay` or by hand may lack any of them.
+ */
+export function decodeEventHeaders(headers: RecordHeaders | undefined): Partial<EventRecordHeaders> {
+  const out: Partial<EventRecordHeaders> = {};
+  const text = (name: string) => headerText(headers, name);
+  const eventId = text(EVENT_HEADERS.eventId);
+  if (eventId !== undefined) out.eventId = eventId;
+  const source = text(EVENT_HEADERS.source);
+  if (source !== undefined) out.source = source;
+  const receivedAt = receivedAtHeader(headers);
+  if (receivedAt !== undefined) out.receivedAt = receivedAt;
+  const secretId = text(EVENT_HEADERS.secretId);
+  if (secretId !== undefined) out.secretId = secretId;
+  const bodySha256 = text(EVENT_HEADERS.bodySha256);
+  if (bodySha256 !== undefined) out.bodySha256 = bodySha256;
+  const eventType = text(EVENT_HEADERS.eventType);
+  if (eventType !== undefined) out.eventType = eventType;
+  const idempotencyKey = text(EVENT_HEADERS.idempotencyKey);
+  if (idempotencyKey !== undefined) out.idempotencyKey = idempotencyKey;
+  const attempt = deliveryAttemptHeader(headers);
+  if (attempt !== undefined) out.deliveryAttempt = attempt;
+  return out;
+}
+
+// The two the apply path reads for every record, decoded on their own (the hot path).
+
+/** `received-at`: an ISO time, or epoch milliseconds (older records and benchmarks write those). */
+export function receivedAtHeader(headers: RecordHeaders | undefined): Date | undefined {
+  const text = headerText(headers, EVENT_HEADERS.receivedAt);
+  if (text === undefined) return undefined;
+  const at = /^\d+$/.test(text) ? new Date(Number(text)) : new Date(text);
+  return Number.isNaN(at.getTime()) ? undefined : at;
+}
+
+/** `delivery-attempt`: a non-negative integer, else undefined. */
+export function deliveryAttemptHeader(headers: RecordHeaders | undefined): number | undefined {
+  const text = headerText(headers, EVENT_HEADERS.deliveryAttempt);
+  return text !== undefined && /^\d{1,9}$/.test(text) ? Number(text) : undefined;
+}

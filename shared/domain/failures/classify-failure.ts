@@ -1,4 +1,4 @@
-import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { BridgeError, type ErrorCode } from '#plumbing/errors/bridge-error.ts';
 import { isDeadLetter } from './dead-letter.ts';
 import { SQLSTATE, SQLSTATE_CLASS, sqlstateOf } from './sqlstate.ts';
 
@@ -9,16 +9,19 @@ import { SQLSTATE, SQLSTATE_CLASS, sqlstateOf } from './sqlstate.ts';
  */
 export type FailureClass = 'permanent' | 'transient' | 'outage';
 
+/** A BridgeError code, or `sqlstate_<code>` for a Postgres error no rule below names. */
+export type FailureCode = ErrorCode | `sqlstate_${string}`;
+
 export interface ClassifiedFailure {
   class: FailureClass;
   /** Stable, low-cardinality code: a metric label, a header value, an inbox reason. */
-  code: string;
+  code: FailureCode;
   message: string;
   sqlstate?: string;
 }
 
 /** Parse and contract failures (shared/domain/contract parseEvent codes) and other codes known to be final. */
-export const PERMANENT_CODES: ReadonlySet<string> = new Set([
+export const PERMANENT_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>([
   'invalid_utf8',
   'invalid_json',
   'too_deep',
@@ -35,7 +38,7 @@ export const PERMANENT_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /** Codes a BridgeError can carry to say "the infrastructure is down", not this event. */
-export const OUTAGE_CODES: ReadonlySet<string> = new Set([
+export const OUTAGE_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>([
   'db_unavailable',
   'db_connection_lost',
   'db_shutdown',
@@ -46,7 +49,7 @@ export const OUTAGE_CODES: ReadonlySet<string> = new Set([
   'connection_exception',
 ]);
 
-const TRANSIENT_SQLSTATES: Readonly<Record<string, string>> = {
+const TRANSIENT_SQLSTATES: Readonly<Record<string, ErrorCode>> = {
   [SQLSTATE.serializationFailure]: 'serialization_failure',
   [SQLSTATE.deadlockDetected]: 'deadlock_detected',
 };
@@ -54,7 +57,7 @@ const TRANSIENT_SQLSTATES: Readonly<Record<string, string>> = {
 // A lock or statement timeout says the database is not serving this work now (a stuck session
 // holds the lock, the server is overloaded), not that the event is bad: routing it down the retry
 // chain would dead-letter it within minutes. The consumer pauses and probes, as for an outage.
-const OUTAGE_SQLSTATES: Readonly<Record<string, string>> = {
+const OUTAGE_SQLSTATES: Readonly<Record<string, ErrorCode>> = {
   [SQLSTATE.lockNotAvailable]: 'lock_timeout',
   [SQLSTATE.queryCanceled]: 'statement_timeout',
   [SQLSTATE.adminShutdown]: 'db_shutdown',
@@ -64,14 +67,14 @@ const OUTAGE_SQLSTATES: Readonly<Record<string, string>> = {
   [SQLSTATE.invalidCatalogName]: 'db_missing',
 };
 
-const OUTAGE_SQLSTATE_CLASSES: Readonly<Record<string, string>> = {
+const OUTAGE_SQLSTATE_CLASSES: Readonly<Record<string, ErrorCode>> = {
   [SQLSTATE_CLASS.connectionException]: 'connection_exception',
   [SQLSTATE_CLASS.invalidAuthorization]: 'db_auth',
   [SQLSTATE_CLASS.insufficientResources]: 'db_resources',
   [SQLSTATE_CLASS.systemError]: 'db_resources',
 };
 
-const PERMANENT_SQLSTATE_CLASSES: Readonly<Record<string, string>> = {
+const PERMANENT_SQLSTATE_CLASSES: Readonly<Record<string, ErrorCode>> = {
   [SQLSTATE_CLASS.integrityConstraintViolation]: 'constraint_violation',
   [SQLSTATE_CLASS.dataException]: 'data_exception',
 };
@@ -91,7 +94,7 @@ const OUTAGE_SYSCALL_CODES: ReadonlySet<string> = new Set([
 
 // node-postgres raises these without a code; they are its only signal of a lost connection or
 // an exhausted pool, so they are matched by their fixed text (pg/lib/client.js, pg-pool/index.js).
-const PG_CLIENT_OUTAGE_MESSAGES: ReadonlyArray<[RegExp, string]> = [
+const PG_CLIENT_OUTAGE_MESSAGES: ReadonlyArray<[RegExp, ErrorCode]> = [
   [/^Connection terminated/, 'db_connection_lost'],
   [/^Client has encountered a connection error and is not queryable/, 'db_connection_lost'],
   [/^Client was closed and is not queryable/, 'db_connection_lost'],
@@ -163,6 +166,6 @@ function messageOf(error: unknown): string {
 }
 
 /** For failures known without an error object (a parse result, a quarantine outcome). */
-export function permanentFailure(code: string, message: string): ClassifiedFailure {
+export function permanentFailure(code: ErrorCode, message: string): ClassifiedFailure {
   return { class: 'permanent', code, message };
 }

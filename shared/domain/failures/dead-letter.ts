@@ -1,4 +1,4 @@
-import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { BridgeError, type ErrorCode } from '#plumbing/errors/bridge-error.ts';
 
 /**
  * Thrown by a handler that knows retrying cannot help: the event goes to the DLQ at once,
@@ -6,7 +6,7 @@ import { BridgeError } from '#plumbing/errors/bridge-error.ts';
  * kafkajs-async-retry's DeadLetter).
  */
 export class DeadLetter extends BridgeError {
-  constructor(reason: string, message: string, options: { cause?: unknown } = {}) {
+  constructor(reason: ErrorCode, message: string, options: { cause?: unknown } = {}) {
     super(reason, message, { retryable: false, cause: options.cause });
     this.name = 'DeadLetter';
   }

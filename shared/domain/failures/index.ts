@@ -9,7 +9,6 @@ export {
   encodeDeadLetterInfo,
   encodeRetryInfo,
   FAILURE_HEADER_PREFIXES,
-  headerText,
   MAX_ERROR_MESSAGE_BYTES,
   originalHeaders,
   RETRY_HEADERS,

@@ -1,4 +1,5 @@
 import type { IHeaders } from 'kafkajs';
+import { headerText } from '#plumbing/kafka/headers.ts';
 
 /** One header per fact, readable with any Kafka tool (kcat -f '%h'), instead of one packed JSON header. */
 export const RETRY_HEADERS = {
@@ -77,15 +78,6 @@ export function encodeDeadLetterInfo(info: DeadLetterInfo): Record<string, strin
     [DLQ_HEADERS.deadLetteredAt]: info.deadLetteredAt.toISOString(),
     [DLQ_HEADERS.failedTopic]: info.failedTopic,
   };
-}
-
-/** A header value as text; kafkajs hands consumed headers over as Buffers (or arrays of them). */
-export function headerText(headers: IHeaders | undefined, name: string): string | undefined {
-  const value = headers?.[name];
-  if (value === undefined) return undefined;
-  const first = Array.isArray(value) ? value[0] : value;
-  if (first === undefined) return undefined;
-  return typeof first === 'string' ? first : first.toString('utf8');
 }
 
 export type DecodeResult<T> = { ok: true; info: T } | { ok: false; missing: boolean; problem: string };

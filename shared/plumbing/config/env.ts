@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { defaultTopicSettings, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { DEFAULTS } from './defaults.ts';
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -44,10 +45,9 @@ export const kafkaEnv = z.object({
 
 export const databaseEnv = z.object({
   DATABASE_URL: z.string({ error: 'DATABASE_URL is required' }).url(),
-  DATABASE_POOL_SIZE: positiveInt.default(10),
-  DATABASE_STATEMENT_TIMEOUT_MS: positiveInt.default(10_000),
-  // The server ends a session left idle inside a transaction this long (a frozen process's locks).
-  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: positiveInt.default(30_000),
+  DATABASE_POOL_SIZE: positiveInt.default(DEFAULTS.database.poolSize),
+  DATABASE_STATEMENT_TIMEOUT_MS: positiveInt.default(DEFAULTS.database.statementTimeoutMs),
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: positiveInt.default(DEFAULTS.database.idleInTransactionTimeoutMs),
 });
 
 export const topicEnv = z.object({
@@ -70,7 +70,7 @@ export function topicSettingsFrom(env: z.infer<typeof topicEnv>): TopicSettings 
   };
 }
 
-export const adminPortEnv = z.object({ ADMIN_PORT: port.default(9464) });
+export const adminPortEnv = z.object({ ADMIN_PORT: port.default(DEFAULTS.adminPort.ingress) });
 export const logEnv = z.object({ LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') });
 
 export { port as portSchema, positiveInt as positiveIntSchema };

@@ -1,4 +1,5 @@
 import type { Producer } from 'kafkajs';
+import type { ErrorCode } from '#plumbing/errors/bridge-error.ts';
 import { withTimeout } from '#plumbing/errors/with-timeout.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 
@@ -48,7 +49,7 @@ export class RecoveringProducer {
    * Runs `work` on the current producer, bounded by `timeoutMs`. When it fails or times out the
    * producer is discarded: the next call gets a new one.
    */
-  async use<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: string, what: string): Promise<T> {
+  async use<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: ErrorCode, what: string): Promise<T> {
     const current = this.#producer();
     let producer: Producer;
     try {

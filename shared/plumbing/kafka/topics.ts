@@ -1,4 +1,5 @@
 import type { Admin, ITopicConfig } from 'kafkajs';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
 
 export interface TopicNames {
   events: string;
@@ -18,14 +19,7 @@ export interface TopicSettings {
   minInsyncReplicas: number;
 }
 
-export const defaultTopicSettings: TopicSettings = {
-  events: 'theme.events',
-  applied: 'theme.applied',
-  eventsPartitions: 12,
-  retryLevels: 4,
-  replicationFactor: 1,
-  minInsyncReplicas: 1,
-};
+export const defaultTopicSettings: TopicSettings = { ...DEFAULTS.topics };
 
 export function topicNames(settings: Pick<TopicSettings, 'events' | 'applied' | 'retryLevels'>): TopicNames {
   return {

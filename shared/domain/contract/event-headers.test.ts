@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { decodeEventHeaders, deliveryAttemptHeader, encodeEventHeaders, EVENT_HEADERS, receivedAtHeader } from './event-headers.ts';
+
+const headers = {
+  eventId: 'evt_1',
+  source: 'demo',
+  receivedAt: new Date('2026-12-01T10:00:00.000Z'),
+  secretId: 'k1',
+  bodySha256: 'ab'.repeat(32),
+  eventType: 'theme.updated',
+};
+
+describe('event-topic headers', () => {
+  it('encodes what the ingress learnt, optional ones only when known', () => {
+    expect(encodeEventHeaders(headers)).toEqual({
+      'event-id': 'evt_1',
+      source: 'demo',
+      'received-at': '2026-12-01T10:00:00.000Z',
+      'secret-id': 'k1',
+      'body-sha256': 'ab'.repeat(32),
+      'event-type': 'theme.updated',
+    });
+    const full = encodeEventHeaders({ ...headers, idempotencyKey: 'idem-1', deliveryAttempt: 0 });
+    expect(full[EVENT_HEADERS.idempotencyKey]).toBe('idem-1');
+    expect(full[EVENT_HEADERS.deliveryAttempt]).toBe('0');
+  });
+
+  it('decodes consumed headers (Buffers) back to the same values', () => {
+    const encoded = encodeEventHeaders({ ...headers, idempotencyKey: 'idem-1', deliveryAttempt: 3 });
+    const consumed = Object.fromEntries(Object.entries(encoded).map(([k, v]) => [k, Buffer.from(v)]));
+    expect(decodeEventHeaders(consumed)).toEqual({ ...headers, idempotencyKey: 'idem-1', deliveryAttempt: 3 });
+  });
+
+  it('leaves out what is missing or malformed', () => {
+    expect(decodeEventHeaders(undefined)).toEqual({});
+    expect(decodeEventHeaders({ 'received-at': 'yesterday', 'delivery-attempt': '-1' })).toEqual({});
+    expect(deliveryAttemptHeader({ 'delivery-attempt': '1.5' })).toBeUndefined();
+  });
+
+  it('reads received-at as ISO time or epoch milliseconds', () => {
+    expect(receivedAtHeader({ 'received-at': '1764583200000' })?.toISOString()).toBe('2025-12-01T10:00:00.000Z');
+    expect(receivedAtHeader({ 'received-at': [Buffer.from('2026-12-01T10:00:00Z')] })?.toISOString()).toBe('2026-12-01T10:00:00.000Z');
+  });
+});

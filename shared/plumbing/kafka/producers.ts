@@ -1,0 +1,37 @@
+import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Logger } from '#plumbing/logging/logger.ts';
+import { RecoveringProducer } from './recovering-producer.ts';
+
+export interface IdempotentProducerOptions {
+  /** Makes it transactional (the relay): a new producer with the same id fences the old one. */
+  transactionalId?: string;
+  /** Only with transactionalId; the broker aborts an open transaction older than this. */
+  transactionTimeoutMs?: number;
+}
+
+/**
+ * Every producer of the bridge is made here. Idempotent (which makes kafkajs force acks=-1) with
+ * one request in flight, so a retried batch can neither be duplicated nor overtaken by the next;
+ * the Java client's murmur2 partitioner, so a key lands on the partition any other client picks
+ * (shared/plumbing/kafka/murmur2.ts); topics are never auto-created (shared/plumbing/kafka/topics.ts).
+ */
+export function createIdempotentProducer(kafka: Kafka, options: IdempotentProducerOptions = {}): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    ...(options.transactionalId !== undefined
+      ? { transactionalId: options.transactionalId, transactionTimeout: options.transactionTimeoutMs ?? 60_000 }
+      : {}),
+  });
+}
+
+/** An idempotent producer that is replaced after every failed or timed-out use (see RecoveringProducer). */
+export function createRecoveringProducer(
+  kafka: Kafka,
+  settings: { name: string; logger: Logger; connectTimeoutMs: number } & IdempotentProducerOptions,
+): RecoveringProducer {
+  const { name, logger, connectTimeoutMs, ...options } = settings;
+  return new RecoveringProducer({ name, logger, connectTimeoutMs, create: () => createIdempotentProducer(kafka, options) });
+}
