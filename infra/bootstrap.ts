@@ -10,7 +10,7 @@ import { resolvePostgres, ensureDatabase } from './postgres.ts';
 import { compose, dockerEngineAvailable } from './docker.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 

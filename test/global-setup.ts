@@ -1,6 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import pg from 'pg';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { LocalKafka, singleNodeDefaults, brokerReady } from '../infra/kafka/local-kafka.ts';
 import { resolvePostgres, withDatabase, canConnect } from '../infra/postgres.ts';
 import { dockerEngineAvailable } from '../infra/docker.ts';

@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { buildDataset } from './dataset.ts';
 
 const chunkSize = Number(process.argv[2] ?? 1000);

@@ -2,11 +2,12 @@
 // /proc entry (user + system time), so the figure does not depend on what else the machine is
 // doing. One connection, the benchmark's dataset, chunks of the worker's batch size.
 // Usage: npx tsx bench/worker/pg-cpu.ts [resources=5000] [chunkSize=1000]
+import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { buildDataset } from './dataset.ts';
 import { relayPassForBenchmark } from './relay-pass.ts';
 
@@ -36,7 +37,7 @@ try {
     key: e.key,
     value: Buffer.from(e.value),
     timestamp: String(Date.now()),
-    headers: { 'received-at': String(Date.now()) },
+    headers: { [EVENT_HEADERS.receivedAt]: String(Date.now()) },
   }));
   const applier = new SnapshotApplier({ pool });
   const applyCpu0 = backendCpuSeconds(pid);

@@ -6,8 +6,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector/promises';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
-import { applySql, SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
@@ -46,7 +47,7 @@ try {
   }));
   const applier = new SnapshotApplier({ pool });
   for (let i = 0; i < records.length; i += 1000) await applier.applyBatch(records.slice(i, i + 1000));
-  const outboxRows = (await pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n;
+  const outboxRows = await countUnpublishedOutbox(pool);
 
   relay = new OutboxRelay({
     pool, ...relayParts({ kafka, databaseUrl, transactionalId: `${settings.applied}.relay`, logger, sendTimeoutMs: 30_000 }), layout: topicLayouts(kafkaAdmin), topic: settings.applied, batchSize: 1000, pollMs: 100, sendTimeoutMs: 30_000, logger, crashPoints: noCrashPoints,

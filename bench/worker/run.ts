@@ -12,7 +12,7 @@ import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';

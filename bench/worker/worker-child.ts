@@ -1,7 +1,7 @@
 // Runs one worker (the real startWorker) in its own process so its peak RSS is its own.
 // Prints one JSON line with the timings when the group has committed every end offset.
 import { open } from 'node:fs/promises';
-import { applySql } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
@@ -43,8 +43,7 @@ const done = new Promise<void>((resolve) => {
 await done;
 const consumedMs = lastCommit! - firstFetch!;
 const rssAtCommitMb = process.resourceUsage().maxRSS / 1024;
-const outbox = async () =>
-  (await worker.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n;
+const outbox = () => countUnpublishedOutbox(worker.pool);
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
 const outcomes = Object.fromEntries(

@@ -1,28 +1,9 @@
 import type { EachBatchPayload } from 'kafkajs';
 import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import type { FailureContext, OnFailure, OnQuarantined } from '#domain/failures/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { CrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
-
-/** `handled`: the record is dealt with (e.g. sent to a retry topic or the DLQ); its offset may be committed.
- * `stop`: leave this record and the rest of the batch unresolved (they are fetched again), e.g. during
- * an outage after pausing. Throwing stops the batch the same way and surfaces the error to kafkajs. */
-export type FailureDecision = 'handled' | 'stop';
-
-export interface FailureContext {
-  /** `invalid`: the record failed the contract (permanent). `apply`: its transaction failed. */
-  stage: 'invalid' | 'apply';
-  /** Pauses this record's topic-partition; call the returned function to resume it. */
-  pausePartition: () => () => void;
-}
-
-export type OnFailure = (record: SourceRecord, error: unknown, context: FailureContext) => Promise<FailureDecision | void>;
-export type OnQuarantined = (result: ApplyResult) => Promise<void>;
-
-/** Until the failure router is wired in, a failed record stops the partition and the error surfaces. */
-export const rethrowFailure: OnFailure = async (_record, error) => {
-  throw error;
-};
 
 export interface BatchHandlerOptions {
   applier: SnapshotApplier;

@@ -1,7 +1,19 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import { withTransaction } from '#plumbing/db/transaction.ts';
-import { appliedHeaders, applySql } from '#domain/apply/index.ts';
+import { appliedHeaders } from '#domain/apply/index.ts';
+import {
+  outboxHasPending,
+  oldestOpenTransaction,
+  readClusterId,
+  readRelayPosition,
+  rebaselineOutbox,
+  recordCursorCluster,
+  recordOutboxBatch,
+  RELAY_LEADER_LOCK_KEY,
+  selectNextOutbox,
+  type RelayPosition,
+} from '#domain/store/outbox.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
@@ -36,24 +48,6 @@ export interface OutboxRelayOptions {
   layout?: (topic: string) => Promise<TopicLayout>;
 }
 
-interface RelayPosition {
-  tx: string;
-  id: string;
-  cluster_id: string | null;
-  ahead: boolean;
-}
-
-interface OutboxRow {
-  id: string;
-  tx: string;
-  event_id: string;
-  key: string;
-  payload: string;
-  source_topic: string;
-  source_partition: number;
-  source_offset: string;
-}
-
 /**
  * The relay's producer: transactional with one fixed transactional.id for every worker of the
  * bridge. A send that timed out cannot be cancelled in kafkajs (it retries for a long while, and a
@@ -84,7 +78,7 @@ export function relayParts(settings: RelayPartsSettings): Pick<OutboxRelayOption
     producer: createRelayProducer(settings.kafka, settings.transactionalId, settings.logger, settings.sendTimeoutMs),
     leadership: new RelayLeadership({
       url: settings.databaseUrl,
-      lockKey: applySql.RELAY_LEADER_LOCK_KEY,
+      lockKey: RELAY_LEADER_LOCK_KEY,
       idleSessionTimeoutMs: settings.leaderIdleTimeoutMs ?? 20_000,
       retryMs: 1_000,
       logger: settings.logger,
@@ -150,8 +144,7 @@ export class OutboxRelay {
    */
   async #checkHeldBack(position: { tx: string; id: string }): Promise<void> {
     const { pool } = this.#o;
-    const { rows } = await pool.query<{ pending: boolean }>(applySql.OUTBOX_HAS_PENDING, [position.tx, position.id]);
-    if (!rows[0]?.pending) {
+    if (!(await outboxHasPending(pool, position))) {
       this.#heldBackSince = undefined;
       return;
     }
@@ -160,7 +153,7 @@ export class OutboxRelay {
     const warnMs = this.#o.heldBackWarnMs ?? HELD_BACK_WARN_MS;
     if (now - this.#heldBackSince < warnMs || now - this.#lastHeldBackWarning < warnMs) return;
     this.#lastHeldBackWarning = now;
-    const oldest = (await pool.query<Record<string, unknown>>(applySql.OLDEST_OPEN_TRANSACTION)).rows[0];
+    const oldest = await oldestOpenTransaction(pool);
     this.#o.logger.warn(
       { held_back_seconds: Math.round((now - this.#heldBackSince) / 1000), oldest_open_transaction: oldest ?? null },
       'outbox relay held back: an open transaction older than the pending applied records has not ended',
@@ -171,13 +164,13 @@ export class OutboxRelay {
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
     if (!(await leadership.hold())) return 0;
-    const position = (await pool.query<RelayPosition>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    const position = await readRelayPosition(pool);
     const cluster = await this.#clusterId();
     if (position.ahead || (position.cluster_id !== null && cluster !== null && position.cluster_id !== cluster)) {
       await this.#rebaseline(position, cluster);
       return 0;
     }
-    const { rows } = await pool.query<OutboxRow>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, batchSize]);
+    const rows = await selectNextOutbox(pool, { after: position, limit: batchSize });
     if (rows.length === 0) {
       await this.#checkHeldBack(position);
       return 0;
@@ -205,7 +198,7 @@ export class OutboxRelay {
     crashPoints.reach('after-publish-before-mark');
     const last = rows.at(-1)!;
     // Forward only: a former leader finishing late must not move the cursor back.
-    await pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length, cluster]);
+    await recordOutboxBatch(pool, { last, records: rows.length, cluster });
     this.#o.onPublished?.(rows.length);
     return rows.length;
   }
@@ -214,7 +207,7 @@ export class OutboxRelay {
   async #clusterId(): Promise<string | null> {
     if (this.#cluster === undefined) {
       try {
-        this.#cluster = (await this.#o.pool.query<{ cluster_id: string }>(applySql.SELECT_CLUSTER_ID)).rows[0]?.cluster_id ?? null;
+        this.#cluster = await readClusterId(this.#o.pool);
       } catch (error) {
         this.#o.logger.warn({ err: error }, 'cannot read the cluster identity (pg_control_system); only the transaction id check guards the cursor');
         this.#cluster = null;
@@ -226,23 +219,21 @@ export class OutboxRelay {
   /**
    * The cursor was recorded on another cluster (the database was dumped and restored) or lies
    * beyond this cluster's transaction ids: every row written now would sort before it and never
-   * be published. Rows from the old cluster are renumbered (REBASELINE_OUTBOX) and the cursor set
+   * be published. Rows from the old cluster are renumbered (rebaselineOutbox) and the cursor set
    * below every new row; nothing published is lost track of, nothing unpublished is skipped.
    */
   async #rebaseline(position: RelayPosition, cluster: string | null): Promise<void> {
     const { pool, logger } = this.#o;
     if (!position.ahead) {
       // Another cluster whose ids are already past the cursor: the cursor still orders right.
-      await pool.query(applySql.RECORD_CURSOR_CLUSTER, [position.tx, position.id, cluster]);
+      await recordCursorCluster(pool, { cursor: position, cluster });
       logger.warn({ cursor_cluster: position.cluster_id, cluster }, 'outbox relay cursor now on another cluster (a dump and restore?); its position still holds');
       return;
     }
     await withTransaction(pool, async (client) => {
-      await client.query('LOCK TABLE applied_outbox IN EXCLUSIVE MODE');
-      const moved = await client.query(applySql.REBASELINE_OUTBOX, [position.tx, position.id]);
-      await client.query(applySql.RECORD_REBASELINED_CURSOR, [position.id, cluster]);
+      const moved = await rebaselineOutbox(client, { cursor: position, cluster });
       logger.warn(
-        { cursor_tx: position.tx, cursor_id: position.id, cursor_cluster: position.cluster_id, cluster, rows_renumbered: moved.rowCount ?? 0 },
+        { cursor_tx: position.tx, cursor_id: position.id, cursor_cluster: position.cluster_id, cluster, rows_renumbered: moved },
         'outbox relay cursor re-baselined: it was recorded on another cluster or beyond its transaction ids (a dump and restore?)',
       );
     });

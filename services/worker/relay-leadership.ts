@@ -1,5 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { releaseRelayLeaderLock, tryRelayLeaderLock } from '#domain/store/outbox.ts';
+import { limitIdleSession, ping } from '#domain/store/session.ts';
 
 export interface RelayLeadershipOptions {
   url: string;
@@ -64,11 +66,10 @@ export class RelayLeadership {
     });
     try {
       await client.connect();
-      await client.query(`SET idle_session_timeout = ${Math.round(this.#o.idleSessionTimeoutMs)}`).catch((error: unknown) => {
+      await limitIdleSession(client, this.#o.idleSessionTimeoutMs).catch((error: unknown) => {
         this.#o.logger.warn({ err: error }, 'idle_session_timeout unavailable (Postgres < 14): a frozen leader keeps the relay lock');
       });
-      const { rows } = await client.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1) AS held', [this.#o.lockKey]);
-      if (!rows[0]?.held) {
+      if (!(await tryRelayLeaderLock(client, this.#o.lockKey))) {
         await client.end().catch(() => {});
         return false;
       }
@@ -79,7 +80,7 @@ export class RelayLeadership {
     this.#client = client;
     this.#lost = false;
     this.#heartbeat = setInterval(() => {
-      client.query('SELECT 1').catch(() => {
+      ping(client).catch(() => {
         this.#lost = true;
       });
     }, Math.max(250, this.#o.idleSessionTimeoutMs / 4));
@@ -90,7 +91,7 @@ export class RelayLeadership {
 
   async release(): Promise<void> {
     const client = this.#client;
-    if (client !== undefined && !this.#lost) await client.query('SELECT pg_advisory_unlock($1)', [this.#o.lockKey]).catch(() => {});
+    if (client !== undefined && !this.#lost) await releaseRelayLeaderLock(client, this.#o.lockKey).catch(() => {});
     await this.#drop();
   }
 

@@ -1,41 +1,20 @@
-import type { Consumer, Kafka } from 'kafkajs';
+import type { Consumer } from 'kafkajs';
 import type { Pool } from 'pg';
-import { Registry } from 'prom-client';
-import { applySql, SnapshotApplier } from '#domain/apply/index.ts';
-import { createPool } from '#plumbing/db/pool.ts';
-import { createKafka } from '#plumbing/kafka/client.ts';
-import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
-import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
-import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
-import { defaultFailureSettings, FaultInjector } from '#domain/failures/index.ts';
-import { topicNames } from '#plumbing/kafka/topics.ts';
-import { createBatchHandler, type OnFailure, type OnQuarantined } from './batch-handler.ts';
-import type { WorkerConfig } from './config.ts';
-import { createCrashPoints } from './crash-points.ts';
-import { createWorkerMetrics, retentionObserver, type WorkerMetrics } from './metrics.ts';
+import type { Registry } from 'prom-client';
+import type { SnapshotApplier } from '#domain/apply/index.ts';
 import { startRetentionLoop, type RetentionLoop } from '#domain/retention/index.ts';
-import { OutboxRelay, relayParts } from './outbox-relay.ts';
-import { startRelayThread, type RelayHandle } from './relay-thread.ts';
-import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
+import { topicNames } from '#plumbing/kafka/topics.ts';
+import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
+import { ping } from '#domain/store/session.ts';
+import { createBatchHandler } from './batch-handler.ts';
+import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
+import type { WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
+import { retentionObserver, type WorkerMetrics } from './metrics.ts';
+import type { RelayHandle } from './relay-thread.ts';
 
-export interface WorkerDeps {
-  logger?: Logger;
-  pool?: Pool;
-  kafka?: Kafka;
-  registry?: Registry;
-  /** The apply path; default `new SnapshotApplier({ pool })`. */
-  applier?: SnapshotApplier;
-  /** Where a record goes when it cannot be applied (invalid envelope, failed transaction). Default: the
-   * failure path (retry topics, DLQ, outage pause), which also starts the retry consumers. */
-  onFailure?: OnFailure;
-  /** Called for each quarantined delivery after its anomaly row is committed. Default: to the DLQ. */
-  onQuarantined?: OnQuarantined;
-  /** The consumer crashed and kafkajs will not restart it. main.ts exits 1 so the supervisor restarts. */
-  onFatal?: (error: unknown) => void;
-  /** Skip the admin HTTP server (benchmarks, tests that run several workers). */
-  adminServer?: boolean;
-}
+export type { WorkerDeps } from './composition.ts';
+export { relayTransactionalId } from './composition.ts';
 
 export interface WorkerHandle {
   registry: Registry;
@@ -55,101 +34,53 @@ export interface WorkerHandle {
   close: () => Promise<void>;
 }
 
-export function relayTransactionalId(config: Pick<WorkerConfig, 'appliedTopic' | 'relayTransactionalId'>): string {
-  return config.relayTransactionalId ?? `${config.appliedTopic}.relay`;
+/** What the health endpoints read: has the consumer joined its group, has it crashed for good. */
+interface ConsumerState {
+  joined: boolean;
+  crashed: boolean;
 }
 
-export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
-  const startRelay = async (): Promise<RelayHandle> => {
-    if ((config.relayMode ?? 'thread') === 'thread') {
-      return startRelayThread(
-        {
-          brokers: config.brokers,
-          clientId: config.clientId,
-          databaseUrl: config.databaseUrl,
-          statementTimeoutMs: config.statementTimeoutMs,
-          ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
-          logLevel: config.logLevel,
-          appliedTopic: config.appliedTopic,
-          batchSize: config.relayBatchSize,
-          pollMs: config.relayPollMs,
-          sendTimeoutMs: config.relaySendTimeoutMs,
-          transactionalId: relayTransactionalId(config),
-          ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
-          crashAfter: config.crashAfter,
-        },
-        { logger, metrics, onFatal: (error) => deps.onFatal?.(error) },
-      );
-    }
-    const relayLogger = logger.child({ component: 'outbox-relay' });
-    const relay = new OutboxRelay({
-      pool,
-      ...relayParts({
-        kafka,
-        databaseUrl: config.databaseUrl,
-        transactionalId: relayTransactionalId(config),
-        logger: relayLogger,
-        sendTimeoutMs: config.relaySendTimeoutMs,
-      }),
-      layout: topicLayouts(metadataAdmin),
-      topic: config.appliedTopic,
-      batchSize: config.relayBatchSize,
-      pollMs: config.relayPollMs,
-      sendTimeoutMs: config.relaySendTimeoutMs,
-      logger: relayLogger,
-      onPublished: (count) => metrics.relayPublished.inc(count),
-      crashPoints,
-    });
-    relay.start();
-    return relay;
-  };
-
-  const logger = deps.logger ?? createLogger({ name: 'worker', level: config.logLevel });
-  const ownPool = deps.pool === undefined;
-  const pool =
-    deps.pool ??
-    createPool({
-      url: config.databaseUrl,
-      max: config.databasePoolSize,
-      statementTimeoutMs: config.statementTimeoutMs,
-      ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
-      applicationName: 'worker',
-      logger,
-    });
-  const registry = deps.registry ?? new Registry();
-  const metrics = createWorkerMetrics(registry, async () => {
-    const { rows } = await pool.query<{ age_seconds: number }>(applySql.OLDEST_UNPUBLISHED_OUTBOX_AGE);
-    return rows[0]?.age_seconds ?? 0;
-  });
-  const crashPoints = createCrashPoints(config.crashAt, config.crashAfter);
-  const failureSettings = config.failures ?? defaultFailureSettings;
-  const faults = new FaultInjector(failureSettings.faults);
-  if (faults.enabled) logger.warn({ faults: failureSettings.faults }, 'FAULT_INJECT is set: injecting test failures');
-  const applier = deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool }, faults) : new SnapshotApplier({ pool }));
-  const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId, logger });
-
-  const consumer = kafka.consumer({
-    groupId: config.groupId,
-    sessionTimeout: config.sessionTimeoutMs,
-    heartbeatInterval: Math.max(1000, Math.floor(config.sessionTimeoutMs / 10)),
-    maxBytesPerPartition: config.maxBytesPerPartition,
-    maxWaitTimeInMs: 500,
-  });
-  const metadataAdmin = kafka.admin();
-
-  let joined = false;
-  let crashed = false;
+function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) | undefined): ConsumerState {
+  const { consumer, logger } = parts;
+  const state: ConsumerState = { joined: false, crashed: false };
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
-    joined = true;
+    state.joined = true;
     logger.info({ member_id: e.payload.memberId, assignment: e.payload.memberAssignment }, 'joined consumer group');
   });
   consumer.on(consumer.events.CRASH, (e) => {
     logger.error({ err: e.payload.error, restart: e.payload.restart }, 'consumer crashed');
     if (!e.payload.restart) {
-      crashed = true;
-      deps.onFatal?.(e.payload.error);
+      state.crashed = true;
+      onFatal?.(e.payload.error);
     }
   });
+  return state;
+}
+
+/** Readiness: joined, not crashed, the database answers, the relay runs. */
+async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayHandle) {
+  let database: boolean | string = true;
+  try {
+    await ping(parts.pool);
+  } catch (error) {
+    database = (error as Error).message;
+  }
+  return {
+    ready: state.joined && !state.crashed && database === true && relay.running,
+    checks: { consumer_group: state.joined, database, outbox_relay: relay.running },
+  };
+}
+
+/**
+ * The worker's lifecycle: starts the parts composeWorker built, in order (failure path, relay,
+ * main consumer, retry consumers, admin server, retention), and stops them in reverse. A start
+ * that fails half way (the broker or the database not there yet) leaves nothing running, so the
+ * caller can simply try again.
+ */
+export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
+  const parts = composeWorker(config, deps);
+  const { logger, pool, ownPool, registry, metrics, crashPoints, applier, kafka, consumer, metadataAdmin } = parts;
+  const state = watchConsumer(parts, deps.onFatal);
 
   let failures: FailureHandling | undefined;
   let relay: RelayHandle | undefined;
@@ -165,14 +96,14 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
             names: topicNames({ events: config.eventsTopic, applied: config.appliedTopic, retryLevels: config.retryLevels ?? 4 }),
             groupId: config.groupId,
             consumer,
-            settings: failureSettings,
+            settings: parts.failureSettings,
             registry,
             logger,
             sessionTimeoutMs: config.sessionTimeoutMs,
             ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
           })
         : undefined;
-    const startedRelay = await startRelay();
+    const startedRelay = await startRelay(config, parts, (error) => deps.onFatal?.(error));
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
@@ -205,24 +136,11 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         port: config.adminPort,
         ...(config.adminHost === undefined ? {} : { host: config.adminHost }),
         registry,
-        healthy: () => !crashed,
-        ready: async () => {
-          let database: boolean | string = true;
-          try {
-            await pool.query('SELECT 1');
-          } catch (error) {
-            database = (error as Error).message;
-          }
-          return {
-            ready: joined && !crashed && database === true && startedRelay.running,
-            checks: { consumer_group: joined, database, outbox_relay: startedRelay.running },
-          };
-        },
+        healthy: () => !state.crashed,
+        ready: () => readiness(parts, state, startedRelay),
       });
     }
   } catch (error) {
-    // A start that failed half way (the broker or the database not there yet) leaves nothing
-    // running behind it, so the caller can simply try again.
     await consumer.disconnect().catch(() => {});
     await failures?.close().catch(() => {});
     await relay?.stop().catch(() => {});

@@ -3,7 +3,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';
-import { listMigrations } from '#plumbing/db/migrate.ts';
+import { listMigrations } from '#domain/store/migrate.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 

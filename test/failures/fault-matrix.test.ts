@@ -4,8 +4,8 @@ import pg from 'pg';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import { ensureDatabase } from '../../infra/postgres.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { applySql } from '#domain/apply/index.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { testKafka, topicRecordCount } from '../helpers/kafka.ts';
@@ -171,7 +171,7 @@ describe('failures: fault matrix under steady traffic', () => {
       return open.filter((id) => !settled.has(id));
     }
     async function outboxAgeSeconds(): Promise<number> {
-      return (await pool.query<{ age_seconds: number }>(applySql.OLDEST_UNPUBLISHED_OUTBOX_AGE)).rows[0]!.age_seconds;
+      return oldestUnpublishedOutboxAge(pool);
     }
 
     /** Ingress accepting again, and every event accepted so far applied and published. */

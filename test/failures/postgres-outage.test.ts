@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { ensureDatabase } from '../../infra/postgres.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';

@@ -5,7 +5,7 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { ensureDatabase } from '../../infra/postgres.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { migrate } from '#plumbing/db/migrate.ts';
+import { migrate } from '#domain/store/migrate.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
-import { listMigrations, migrate } from '#plumbing/db/migrate.ts';
+import { listMigrations, migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 describe('migrations on the real Postgres', () => {

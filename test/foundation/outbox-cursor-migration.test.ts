@@ -2,8 +2,8 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applySql } from '#domain/apply/index.ts';
-import { defaultMigrationsDir, migrate } from '#plumbing/db/migrate.ts';
+import { countUnpublishedOutbox, readRelayPosition, selectNextOutbox } from '#domain/store/outbox.ts';
+import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 
 // Migration 0002 replaces applied_outbox.published_at with the relay's cursor. A database that
@@ -40,18 +40,12 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     await migrate(db.pool);
 
     // 4 and 6 are still to publish; 5 is published again (byte-identical), never skipped.
-    const { rows: pending } = await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
-    expect(pending[0]!.n).toBe(3);
-    const position = (await db.pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
+    expect(await countUnpublishedOutbox(db.pool)).toBe(3);
+    const position = await readRelayPosition(db.pool);
     expect(position.id).toBe('3');
     // Readable once every older transaction on the cluster has ended (xmin is cluster-wide, and
     // other test files run transactions at the same time): wait for that.
-    const readNext = () =>
-      db.pool.query<{ event_id: string; source_topic: string; source_partition: number; source_offset: string }>(applySql.SELECT_NEXT_OUTBOX, [
-        position.tx,
-        position.id,
-        10,
-      ]);
+    const readNext = async () => ({ rows: await selectNextOutbox(db.pool, { after: position, limit: 10 }) });
     let next = await readNext();
     for (const deadline = Date.now() + 15_000; next.rows.length < 3 && Date.now() < deadline; next = await readNext()) {
       await new Promise((r) => setTimeout(r, 50));

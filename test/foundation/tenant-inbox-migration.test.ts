@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { contractExampleEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
-import { defaultMigrationsDir, migrate } from '#plumbing/db/migrate.ts';
+import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 
 let offset = 0;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
-import { applySql, SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
@@ -59,7 +60,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
       n = await relay.publishOnce();
       if (n === 0) {
         // Rows become readable once every older transaction on the cluster ended (migration 0002).
-        const { rows } = await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
+        const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
         if (rows[0]!.n > 0) {
           n = -1;
           await new Promise((r) => setTimeout(r, 100));

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import { applySql, SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -101,7 +102,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
 
     const deadline = Date.now() + 90_000;
     for (;;) {
-      const { rows } = await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
+      const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
       if (rows[0]!.n === 0) break;
       if (Date.now() > deadline) throw new Error(`${rows[0]!.n} applied records still unpublished 90 s after the broker came back`);
       await new Promise((r) => setTimeout(r, 250));

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { defaultRetentionSettings, RetentionPruner, retentionSql, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
+import { defaultRetentionSettings, RetentionPruner, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
+import * as retentionSql from '#domain/store/retention.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from './fill.ts';
 

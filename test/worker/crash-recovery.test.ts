@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import type { CrashPoint } from '#services/worker/crash-points.ts';
-import { applySql } from '#domain/apply/index.ts';
+import { COUNT_UNPUBLISHED_OUTBOX } from '#domain/store/outbox.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
@@ -105,8 +105,8 @@ describe('worker: kill -9 between durable steps, then restart', () => {
 
       const before = await db.pool.query<{ applied: number; unpublished: number; published: number }>(
         `SELECT (SELECT count(*)::int FROM inbox_events WHERE status = 'applied') AS applied,
-                (${applySql.COUNT_UNPUBLISHED_OUTBOX}) AS unpublished,
-                (SELECT count(*)::int FROM applied_outbox) - (${applySql.COUNT_UNPUBLISHED_OUTBOX}) AS published`,
+                (${COUNT_UNPUBLISHED_OUTBOX}) AS unpublished,
+                (SELECT count(*)::int FROM applied_outbox) - (${COUNT_UNPUBLISHED_OUTBOX}) AS published`,
       );
       expect(before.rows[0]!.applied).toBeGreaterThan(0);
       if (point === 'after-commit-before-offset') {

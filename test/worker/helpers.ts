@@ -1,6 +1,6 @@
 import { Partitioners, type Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { applySql } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
@@ -102,8 +102,7 @@ export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string
 }
 
 export async function outboxDrained(pool: pg.Pool): Promise<boolean> {
-  const { rows } = await pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX);
-  return rows[0]!.n === 0;
+  return (await countUnpublishedOutbox(pool)) === 0;
 }
 
 export async function stateOf(pool: pg.Pool, tenant: string, id: string) {

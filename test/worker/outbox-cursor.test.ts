@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
-import { applySql } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox, readRelayPosition, recordOutboxBatch, selectNextOutbox } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';
@@ -26,9 +26,8 @@ describe('outbox cursor: a late commit is never skipped', () => {
       [eventId],
     );
   const next = async () => {
-    const position = (await db.pool.query<{ tx: string; id: string }>(applySql.SELECT_RELAY_POSITION)).rows[0]!;
-    const { rows } = await db.pool.query<{ event_id: string; tx: string; id: string }>(applySql.SELECT_NEXT_OUTBOX, [position.tx, position.id, 100]);
-    return rows;
+    const position = await readRelayPosition(db.pool);
+    return selectNextOutbox(db.pool, { after: position, limit: 100 });
   };
   // xmin is cluster-wide: another test's open transaction (other database) may hold rows back for
   // a moment, so a positive read waits until something is readable.
@@ -42,7 +41,7 @@ describe('outbox cursor: a late commit is never skipped', () => {
   };
   const advance = async (rows: Array<{ tx: string; id: string }>) => {
     const last = rows.at(-1)!;
-    await db.pool.query(applySql.RECORD_OUTBOX_BATCH, [last.tx, last.id, rows.length, null]);
+    await recordOutboxBatch(db.pool, { last, records: rows.length, cluster: null });
   };
 
   it('holds back rows of later transactions until an earlier one commits, then reads both in order', async () => {
@@ -54,14 +53,14 @@ describe('outbox cursor: a late commit is never skipped', () => {
 
       // evt_late is committed, but an older transaction is still open: nothing is readable yet.
       expect(await next()).toEqual([]);
-      expect((await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n).toBe(1);
+      expect((await countUnpublishedOutbox(db.pool))).toBe(1);
 
       await early.query('COMMIT');
       const rows = await nextWhenReady(2);
       expect(rows.map((r) => r.event_id)).toEqual(['evt_early', 'evt_late']);
       await advance(rows);
       expect(await next()).toEqual([]);
-      expect((await db.pool.query<{ n: number }>(applySql.COUNT_UNPUBLISHED_OUTBOX)).rows[0]!.n).toBe(0);
+      expect((await countUnpublishedOutbox(db.pool))).toBe(0);
     } finally {
       early.release();
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PackedBytes, textArray } from '#domain/apply/pg-params.ts';
+import { PackedBytes, textArray } from '#domain/store/columns.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 // The apply statements' parameter encodings, read back by a real Postgres: every text element and

@@ -26,7 +26,7 @@ import {
   type DlqFilter,
 } from '../dlq-records.ts';
 import { renderTable } from '../output.ts';
-import { SELECT_INBOX_PAYLOADS, SELECT_INBOX_STATUSES } from '../queries.ts';
+import { selectInboxPayloads, selectInboxStatuses } from '#domain/store/inbox.ts';
 import { readRange } from '../topic-reader.ts';
 
 /** Every record on the DLQ now, oldest first. */
@@ -64,12 +64,7 @@ interface InboxStatus {
  */
 async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Set<DlqEntry>> {
   if (entries.length === 0) return new Set();
-  const { rows } = await ctx
-    .pool()
-    .query<{ tenant_id: string; event_id: string; payload: string | null; fingerprint: string | null }>(SELECT_INBOX_PAYLOADS, [
-      entries.map((e) => e.tenantId),
-      entries.map((e) => e.eventId),
-    ]);
+  const rows = await selectInboxPayloads(ctx.pool(), entries.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })));
   const stored = new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
   const different = new Set<DlqEntry>();
   for (const entry of entries) {
@@ -88,9 +83,7 @@ async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): 
 async function inboxStatuses(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Map<string, InboxStatus>> {
   const known = entries.filter((e) => inboxKeyOf(e) !== undefined);
   if (known.length === 0) return new Map();
-  const { rows } = await ctx
-    .pool()
-    .query<InboxStatus & { tenant_id: string; event_id: string }>(SELECT_INBOX_STATUSES, [known.map((e) => e.tenantId), known.map((e) => e.eventId)]);
+  const rows = await selectInboxStatuses(ctx.pool(), known.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })));
   return new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
 }
 

@@ -1,4 +1,4 @@
-import { listMigrations, migrate } from '#plumbing/db/migrate.ts';
+import { appliedMigrationVersions, listMigrations, migrate } from '#domain/store/migrate.ts';
 import { flag } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 
@@ -15,12 +15,7 @@ export const migrateCommand: CommandSpec = {
     if (flag(args, 'dry-run')) {
       // Read-only on purpose: migrate({dryRun}) would still create schema_migrations on a fresh database.
       const all = await listMigrations();
-      const { rows: exists } = await pool.query<{ t: string | null }>("SELECT to_regclass('schema_migrations')::text AS t");
-      const done = new Set<number>();
-      if (exists[0]?.t) {
-        const { rows } = await pool.query<{ version: number }>('SELECT version FROM schema_migrations');
-        for (const r of rows) done.add(r.version);
-      }
+      const done = new Set(await appliedMigrationVersions(pool));
       const pending = all.filter((m) => !done.has(m.version)).map((m) => ({ version: m.version, name: m.name }));
       ctx.out.result(
         { dry_run: true, pending, already_applied: done.size },

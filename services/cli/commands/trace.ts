@@ -2,7 +2,10 @@ import { resourceKey } from '#domain/contract/index.ts';
 import { CommandFailed, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { renderTable } from '../output.ts';
-import { SELECT_APPLIED_RECORDS, SELECT_RESOURCE_ANOMALIES, SELECT_RESOURCE_EVENTS, SELECT_RESOURCE_STATE } from '../queries.ts';
+import { selectResourceAnomalies } from '#domain/store/anomalies.ts';
+import { selectResourceEvents } from '#domain/store/inbox.ts';
+import { selectAppliedRecords } from '#domain/store/outbox.ts';
+import { selectResourceState } from '#domain/store/state.ts';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
@@ -21,25 +24,22 @@ export const traceCommand: CommandSpec = {
   async run(args, ctx) {
     if (args.positionals.length !== 3) throw new UsageError('trace expects <tenant> <resource_type> <resource_id>');
     const [tenant, type, id] = args.positionals as [string, string, string];
-    const params = [tenant, type, id];
+    const resource = { tenant_id: tenant, resource_type: type, resource_id: id };
     const pool = ctx.pool();
     const key = resourceKey({ tenant_id: tenant, resource: { type, id, version: 0 } });
-    const [state, events, anomalies, applied] = await Promise.all([
-      pool.query(SELECT_RESOURCE_STATE, params),
-      pool.query(SELECT_RESOURCE_EVENTS, params),
-      pool.query(SELECT_RESOURCE_ANOMALIES, params),
-      pool.query(SELECT_APPLIED_RECORDS, [key]),
+    const [s, events, anomalies, applied] = await Promise.all([
+      selectResourceState(pool, resource),
+      selectResourceEvents(pool, resource),
+      selectResourceAnomalies(pool, resource),
+      selectAppliedRecords(pool, key),
     ]);
-    const s = state.rows[0] as
-      | { version: string; deleted: boolean; data: unknown; last_event_id: string; created_at: Date; updated_at: Date }
-      | undefined;
-    if (!s && events.rows.length === 0 && anomalies.rows.length === 0) {
+    if (!s && events.length === 0 && anomalies.length === 0) {
       throw new CommandFailed(`nothing known about ${key}: no state and no events`);
     }
     const stateOut = s
       ? { version: Number(s.version), deleted: s.deleted, data: s.data, last_event_id: s.last_event_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at) }
       : null;
-    const eventsOut = events.rows.map((e) => ({
+    const eventsOut = events.map((e) => ({
       event_id: e.event_id as string,
       event_type: e.event_type as string | null,
       status: e.status as string,
@@ -57,7 +57,7 @@ export const traceCommand: CommandSpec = {
       first_seen_at: iso(e.first_seen_at),
       updated_at: iso(e.updated_at),
     }));
-    const anomaliesOut = anomalies.rows.map((a) => ({
+    const anomaliesOut = anomalies.map((a) => ({
       event_id: a.event_id as string,
       kind: a.kind as string,
       status: a.status as string,
@@ -67,7 +67,7 @@ export const traceCommand: CommandSpec = {
       kafka: a.source_topic === null ? null : { topic: a.source_topic as string, partition: a.source_partition as number, offset: String(a.source_offset) },
       detected_at: iso(a.detected_at),
     }));
-    const appliedOut = applied.rows.map((a) => ({ event_id: a.event_id as string, created_at: iso(a.created_at), published_at: iso(a.published_at) }));
+    const appliedOut = applied.map((a) => ({ event_id: a.event_id, created_at: iso(a.created_at), published_at: iso(a.published_at) }));
 
     const lines = [
       `resource ${key}`,

@@ -4,8 +4,13 @@ import type { Registry } from 'prom-client';
 import type { ApplyResult, SourceRecord } from '#domain/apply/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import { createFailureMetrics, type FailureMetrics, type FailureSettings } from '#domain/failures/index.ts';
-import type { FailureDecision, FailureContext } from '../batch-handler.ts';
+import {
+  createFailureMetrics,
+  type FailureContext,
+  type FailureDecision,
+  type FailureMetrics,
+  type FailureSettings,
+} from '#domain/failures/index.ts';
 import { OutageController, postgresProbe } from './outage-controller.ts';
 import { startRetryConsumers, type RetryConsumers } from './retry-consumers.ts';
 import { startRetryLagMonitor } from './retry-lag-monitor.ts';

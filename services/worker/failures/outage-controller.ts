@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Consumer } from 'kafkajs';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { probeDelayMs, type ClassifiedFailure, type FailureMetrics } from '#domain/failures/index.ts';
-import { HEALTH_PROBE } from './failure-sql.ts';
+import { ping } from '#domain/store/session.ts';
 
 export interface OutageControllerOptions {
   /** Label for metrics and logs: main, retry.1 ... */
@@ -24,7 +24,7 @@ export function postgresProbe(url: string, timeoutMs = 2_000): () => Promise<boo
     client.on('error', () => {});
     try {
       await client.connect();
-      await client.query(HEALTH_PROBE);
+      await ping(client);
       return true;
     } catch {
       return false;

@@ -18,12 +18,9 @@ import {
   type FailureMetrics,
   type RetrySchedule,
 } from '#domain/failures/index.ts';
-import {
-  INSERT_INBOX_FAILURE,
-  MARK_ANOMALY_DEAD_LETTERED,
-  SELECT_RESOURCE_VERSION,
-  UPDATE_PENDING_INBOX_FAILURE,
-} from './failure-sql.ts';
+import { markAnomalyDeadLettered } from '#domain/store/anomalies.ts';
+import { insertFailedEvent, recordPendingFailure } from '#domain/store/inbox.ts';
+import { selectResourceVersion } from '#domain/store/state.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
 import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 
@@ -169,51 +166,50 @@ export class RetryRouter {
     const { pool } = this.#o;
     if (failure.code === 'quarantined') {
       // The anomaly is the news: it goes to the DLQ whatever the resource's version.
-      await pool.query(MARK_ANOMALY_DEAD_LETTERED, [envelope.tenant_id, envelope.event_id, bodySha256]);
+      await markAnomalyDeadLettered(pool, { tenant_id: envelope.tenant_id, event_id: envelope.event_id, body_sha256: bodySha256 });
       return undefined;
     }
     return withTransaction(pool, async (client) => {
-      const state = await client.query<{ version: string }>(SELECT_RESOURCE_VERSION, [
-        envelope.tenant_id,
-        envelope.resource.type,
-        envelope.resource.id,
-      ]);
-      const storedVersion = state.rows[0] === undefined ? undefined : Number(state.rows[0].version);
+      const storedVersion = await selectResourceVersion(client, {
+        tenant_id: envelope.tenant_id,
+        resource_type: envelope.resource.type,
+        resource_id: envelope.resource.id,
+      });
       const isStale = storedVersion !== undefined && storedVersion >= envelope.resource.version;
       const rowStatus = isStale ? 'stale' : status;
       const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
       const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);
-      const updated = await client.query(UPDATE_PENDING_INBOX_FAILURE, [
-        envelope.event_id,
-        rowStatus,
-        rowReason,
-        attempt,
-        lastError,
-        bodySha256,
-        envelope.tenant_id,
-      ]);
-      if (updated.rowCount === 0) {
-        await client.query(INSERT_INBOX_FAILURE, [
-          envelope.event_id,
-          envelope.idempotency_key ?? null,
-          envelope.tenant_id,
-          envelope.resource.type,
-          envelope.resource.id,
-          envelope.resource.version,
-          envelope.event_type,
-          rowStatus,
-          rowReason,
-          attempt,
-          lastError,
-          bodySha256,
-          record.value!.toString('utf8'),
-          record.topic,
-          record.partition,
-          record.offset,
-          envelope.occurred_at,
-          null,
-          deliveryAttemptOf(record, envelope) ?? null,
-        ]);
+      const updated = await recordPendingFailure(client, {
+        tenant_id: envelope.tenant_id,
+        event_id: envelope.event_id,
+        body_sha256: bodySha256,
+        status: rowStatus,
+        reason: rowReason,
+        attempts: attempt,
+        last_error: lastError,
+      });
+      if (updated === 0) {
+        await insertFailedEvent(client, {
+          event_id: envelope.event_id,
+          idempotency_key: envelope.idempotency_key ?? null,
+          tenant_id: envelope.tenant_id,
+          resource_type: envelope.resource.type,
+          resource_id: envelope.resource.id,
+          resource_version: envelope.resource.version,
+          event_type: envelope.event_type,
+          status: rowStatus,
+          reason: rowReason,
+          attempts: attempt,
+          last_error: lastError,
+          body_sha256: bodySha256,
+          payload: record.value!.toString('utf8'),
+          source_topic: record.topic,
+          source_partition: record.partition,
+          source_offset: record.offset,
+          occurred_at: envelope.occurred_at,
+          received_at: null,
+          delivery_attempt: deliveryAttemptOf(record, envelope) ?? null,
+        });
       }
       return isStale ? storedVersion : undefined;
     });

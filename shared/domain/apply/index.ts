@@ -11,6 +11,5 @@ export {
   buildAppliedRecord,
 } from './applied-record.ts';
 export type { AppliedRecord } from './applied-record.ts';
-export * as applySql from './sql.ts';
 export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
 export { deliveryAttemptOf, toSourceRecord } from './source-record.ts';

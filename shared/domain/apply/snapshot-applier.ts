@@ -4,8 +4,7 @@ import { eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts'
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
-import { booleanArray, integerArray, PackedBytes, textArray } from './pg-params.ts';
-import { BEGIN_APPLY_TRANSACTION, LOCK_RESOURCE_KEYS, READ_CHUNK_CONTEXT, WRITE_CHUNK_EFFECTS } from './sql.ts';
+import { BEGIN_APPLY_TRANSACTION, lockResourceKeys, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
 import { receivedAtHeader } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
@@ -62,34 +61,28 @@ export class SnapshotApplier {
   async #applyInTransaction(client: PoolClient, events: ParsedEvent[]): Promise<Decision[]> {
     const keys = [...new Set(events.map((e) => e.resourceKey))];
     // Locked first, read after: the reads then see every commit made under these keys.
-    await client.query(LOCK_RESOURCE_KEYS, [textArray(keys)]);
+    await lockResourceKeys(client, keys);
 
     const eventIds = [...new Map(events.map((e) => [tenantScopedKey(e.envelope.tenant_id, e.envelope.event_id), e.envelope])).values()];
     const withKeys = events.filter((e) => e.envelope.idempotency_key !== undefined);
     const resources = [...new Map(events.map((e) => [e.resourceKey, e.envelope])).values()];
-    const context = await client.query<ChunkContextRow>(
-      READ_CHUNK_CONTEXT,
-      [
-        textArray(eventIds.map((e) => e.tenant_id)),
-        textArray(eventIds.map((e) => e.event_id)),
-        textArray(withKeys.map((e) => e.envelope.tenant_id)),
-        textArray(withKeys.map((e) => e.envelope.idempotency_key)),
-        textArray(resources.map((e) => e.tenant_id)),
-        textArray(resources.map((e) => e.resource.type)),
-        textArray(resources.map((e) => e.resource.id)),
-      ],
-    );
+    const context = await readChunkContext(client, {
+      events: eventIds.map((e) => ({ tenant_id: e.tenant_id, event_id: e.event_id })),
+      idempotencyKeys: withKeys.map((e) => ({ tenant_id: e.envelope.tenant_id, idempotency_key: e.envelope.idempotency_key! })),
+      resources: resources.map((e) => ({ tenant_id: e.tenant_id, resource_type: e.resource.type, resource_id: e.resource.id })),
+    });
     const inbox = new Map<string, KnownInboxRow>();
     const idempotency = new Map<string, string>();
     const states = new Map<string, KnownState>();
-    for (const r of context.rows) {
+    for (const r of context) {
       if (r.kind === 'inbox') {
-        const pruned = r.version === '1';
-        inbox.set(tenantScopedKey(r.a, r.b), { bodySha256: r.d!, status: r.c, ...(pruned ? { fingerprint: r.e ?? undefined } : { payload: r.e! }) });
+        // A null payload was pruned by retention, which kept the fingerprint (if the body parsed).
+        const known = r.payload === null ? { fingerprint: r.fingerprint ?? undefined } : { payload: r.payload };
+        inbox.set(tenantScopedKey(r.tenant_id, r.event_id), { bodySha256: r.body_sha256, status: r.status, ...known });
       }
-      else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.a, r.b), r.c);
+      else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.tenant_id, r.idempotency_key), r.event_id);
       else {
-        const key = resourceKey({ tenant_id: r.a, resource: { type: r.b, id: r.c, version: 0 } });
+        const key = resourceKey({ tenant_id: r.tenant_id, resource: { type: r.resource_type, id: r.resource_id, version: 0 } });
         states.set(key, { version: Number(r.version), deleted: r.deleted === true });
       }
     }
@@ -109,79 +102,62 @@ export class SnapshotApplier {
     const dataJson = new Map<Decision, string | null>();
     for (const d of outboxRows) dataJson.set(d, d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}));
 
-    const inboxPayloads = new PackedBytes();
-    for (const d of inboxRows) inboxPayloads.add(d.event.bytes);
-    const stateData = new PackedBytes();
-    for (const d of stateRows) stateData.add(dataJson.get(d)!);
-    const outboxPayloads = new PackedBytes();
-    // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
-    for (const d of outboxRows) outboxPayloads.add(serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!));
-
-    const anomalyJson = anomalyRows.map((d) => ({
-      event_id: env(d).event_id,
-      body_sha256: d.event.bodySha256,
-      payload: d.event.bytes.toString('utf8'),
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      resource_version: env(d).resource.version,
-      source_topic: d.event.record.topic,
-      source_partition: d.event.record.partition,
-      source_offset: d.event.record.offset,
-    }));
-    const text = (rows: Decision[], f: (d: Decision) => string | null | undefined) => textArray(rows.map(f));
-    const ints = (rows: Decision[], f: (d: Decision) => number | string) => integerArray(rows.map(f));
-    const written = await client.query<{ inbox_rows: number; state_rows: number }>(WRITE_CHUNK_EFFECTS, [
-      text(inboxRows, (d) => env(d).event_id),
-      text(inboxRows, (d) => env(d).idempotency_key),
-      text(inboxRows, (d) => d.duplicateOf),
-      text(inboxRows, (d) => env(d).tenant_id),
-      text(inboxRows, (d) => env(d).resource.type),
-      text(inboxRows, (d) => env(d).resource.id),
-      ints(inboxRows, (d) => env(d).resource.version),
-      text(inboxRows, (d) => env(d).event_type),
-      text(inboxRows, (d) => d.outcome),
-      text(inboxRows, (d) => d.reason),
-      text(inboxRows, (d) => d.event.bodySha256),
-      text(inboxRows, (d) => d.event.record.topic),
-      ints(inboxRows, (d) => d.event.record.partition),
-      ints(inboxRows, (d) => d.event.record.offset),
-      text(inboxRows, (d) => env(d).occurred_at),
-      text(inboxRows, (d) => receivedAt(d.event.record)),
-      ...inboxPayloads.params(),
-      text(stateRows, (d) => env(d).tenant_id),
-      text(stateRows, (d) => env(d).resource.type),
-      text(stateRows, (d) => env(d).resource.id),
-      ints(stateRows, (d) => env(d).resource.version),
-      booleanArray(stateRows.map((d) => d.event.action === 'delete')),
-      text(stateRows, (d) => env(d).event_id),
-      ...stateData.params(),
-      text(outboxRows, (d) => env(d).event_id),
-      text(outboxRows, (d) => d.event.resourceKey),
-      text(outboxRows, (d) => d.event.record.topic),
-      ints(outboxRows, (d) => d.event.record.partition),
-      ints(outboxRows, (d) => d.event.record.offset),
-      ...outboxPayloads.params(),
-      JSON.stringify(anomalyJson),
-      // 'NULL' is the array literal's null element: most deliveries carry no attempt number.
-      ints(inboxRows, (d) => d.event.deliveryAttempt ?? 'NULL'),
-    ]);
-    const counts = written.rows[0]!;
+    const counts = await writeChunkEffects(client, {
+      inbox: inboxRows.map((d) => ({
+        event_id: env(d).event_id,
+        idempotency_key: env(d).idempotency_key,
+        duplicate_of: d.duplicateOf,
+        tenant_id: env(d).tenant_id,
+        resource_type: env(d).resource.type,
+        resource_id: env(d).resource.id,
+        resource_version: env(d).resource.version,
+        event_type: env(d).event_type,
+        status: d.outcome,
+        reason: d.reason,
+        body_sha256: d.event.bodySha256,
+        source_topic: d.event.record.topic,
+        source_partition: d.event.record.partition,
+        source_offset: d.event.record.offset,
+        occurred_at: env(d).occurred_at,
+        received_at: receivedAt(d.event.record),
+        delivery_attempt: d.event.deliveryAttempt,
+        payload: d.event.bytes,
+      })),
+      state: stateRows.map((d) => ({
+        tenant_id: env(d).tenant_id,
+        resource_type: env(d).resource.type,
+        resource_id: env(d).resource.id,
+        version: env(d).resource.version,
+        deleted: d.event.action === 'delete',
+        last_event_id: env(d).event_id,
+        data: dataJson.get(d)!,
+      })),
+      outbox: outboxRows.map((d) => ({
+        event_id: env(d).event_id,
+        key: d.event.resourceKey,
+        source_topic: d.event.record.topic,
+        source_partition: d.event.record.partition,
+        source_offset: d.event.record.offset,
+        // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
+        payload: serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!),
+      })),
+      anomalies: anomalyRows.map((d) => ({
+        event_id: env(d).event_id,
+        body_sha256: d.event.bodySha256,
+        payload: d.event.bytes.toString('utf8'),
+        tenant_id: env(d).tenant_id,
+        resource_type: env(d).resource.type,
+        resource_id: env(d).resource.id,
+        resource_version: env(d).resource.version,
+        source_topic: d.event.record.topic,
+        source_partition: d.event.record.partition,
+        source_offset: d.event.record.offset,
+      })),
+    });
     if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');
     if (counts.state_rows !== stateRows.length) throw concurrentChange('resource_state');
     return decisions;
   }
-}
-
-interface ChunkContextRow {
-  kind: 'inbox' | 'idem' | 'state';
-  a: string;
-  b: string;
-  c: string;
-  d: string | null;
-  e: string | null;
-  version: string | null;
-  deleted: boolean | null;
 }
 
 function receivedAt(record: SourceRecord): string | null {

@@ -1,7 +1,7 @@
 import type { KafkaMessage } from 'kafkajs';
 import { deliveryAttemptHeader } from '#domain/contract/event-headers.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import type { RecordHeaderValue, SourceRecord } from './types.ts';
+import type { SourceRecord } from './types.ts';
 
 /** A consumed Kafka message as the apply path sees it (the raw body untouched). */
 export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {

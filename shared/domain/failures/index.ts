@@ -23,3 +23,5 @@ export { defaultFailureSettings, failureSettingsFrom, failuresEnv } from './fail
 export type { FailureSettings, FailuresEnv } from './failures-env.ts';
 export { createFailureMetrics } from './failure-metrics.ts';
 export type { FailureMetrics } from './failure-metrics.ts';
+export { rethrowFailure } from './failure-contract.ts';
+export type { FailureContext, FailureDecision, OnFailure, OnQuarantined } from './failure-contract.ts';

@@ -19,4 +19,3 @@ export type {
   RetentionRunReport,
   RetentionTable,
 } from './pruner.ts';
-export * as retentionSql from './sql.ts';

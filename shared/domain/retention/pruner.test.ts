@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { contractExampleEvent, eventFingerprint, parseEvent } from '#domain/contract/index.ts';
 import { sameEventContent } from '#domain/apply/decide.ts';
 import { bodyFingerprint } from './pruner.ts';
-import { SETTLED_INBOX_STATUSES } from './sql.ts';
+import { SETTLED_INBOX_STATUSES } from '#domain/store/retention.ts';
 import { PENDING_INBOX_STATUSES } from '#domain/apply/index.ts';
 
 describe('bodyFingerprint (kept when a body is pruned)', () => {

@@ -1,7 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { eventFingerprint, parseEvent } from '#domain/contract/index.ts';
 import { retentionCutoffs, type RetentionCutoffs, type RetentionSettings } from './config.ts';
-import * as sql from './sql.ts';
+import { commit, rollback } from '#domain/store/session.ts';
+import * as store from '#domain/store/retention.ts';
 
 export type RetentionTable = 'inbox_events' | 'inbox_anomalies' | 'applied_outbox' | 'applied_outbox_batches';
 export type RetentionAction = 'pruned_body' | 'deleted';
@@ -119,26 +120,25 @@ export class RetentionPruner {
     const cutoffs = retentionCutoffs(this.#settings, at);
     const client = await this.#pool.connect();
     try {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const count = async (text: string, params: unknown[]) => Number((await client.query<{ n: string }>(text, params)).rows[0]!.n);
+      await store.beginRetentionPlan(client);
       const rows = new Map<string, number>();
       if (cutoffs.body) {
-        rows.set(countKey('inbox_events', 'pruned_body'), await count(sql.COUNT_INBOX_BODIES, [cutoffs.body]));
-        rows.set(countKey('inbox_anomalies', 'pruned_body'), await count(sql.COUNT_ANOMALY_BODIES, [cutoffs.body]));
+        rows.set(countKey('inbox_events', 'pruned_body'), await store.countInboxBodies(client, cutoffs.body));
+        rows.set(countKey('inbox_anomalies', 'pruned_body'), await store.countAnomalyBodies(client, cutoffs.body));
       }
       if (cutoffs.inbox) {
-        rows.set(countKey('inbox_events', 'deleted'), await count(sql.COUNT_INBOX_ROWS, [cutoffs.inbox]));
-        rows.set(countKey('inbox_anomalies', 'deleted'), await count(sql.COUNT_ANOMALY_ROWS, [cutoffs.inbox]));
+        rows.set(countKey('inbox_events', 'deleted'), await store.countInboxRows(client, cutoffs.inbox));
+        rows.set(countKey('inbox_anomalies', 'deleted'), await store.countAnomalyRows(client, cutoffs.inbox));
       }
       if (cutoffs.outbox) {
-        const bound = (await client.query<{ tx: string; id: string }>(sql.SELECT_OUTBOX_BOUND, [cutoffs.outbox])).rows[0];
-        rows.set(countKey('applied_outbox', 'deleted'), bound ? await count(sql.COUNT_OUTBOX_ROWS, [bound.tx, bound.id]) : 0);
-        rows.set(countKey('applied_outbox_batches', 'deleted'), await count(sql.COUNT_OUTBOX_BATCHES, [cutoffs.outbox]));
+        const bound = await store.selectOutboxBound(client, cutoffs.outbox);
+        rows.set(countKey('applied_outbox', 'deleted'), bound ? await store.countOutboxRows(client, bound) : 0);
+        rows.set(countKey('applied_outbox_batches', 'deleted'), await store.countOutboxBatches(client, cutoffs.outbox));
       }
-      await client.query('COMMIT');
+      await commit(client);
       return { at, counts: countsFrom(cutoffs, rows) };
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
+      await rollback(client).catch(() => {});
       throw error;
     } finally {
       client.release();
@@ -175,8 +175,7 @@ export class RetentionPruner {
     let locked = false;
     let failed: unknown;
     try {
-      const { rows: lock } = await client.query<{ locked: boolean }>(sql.TRY_RETENTION_LOCK);
-      locked = lock[0]?.locked === true;
+      locked = await store.tryRetentionLock(client);
       if (!locked) return report('skipped');
       const maxSeconds = options.maxSeconds ?? this.#settings.maxSeconds;
       const deadline = maxSeconds > 0 ? started + maxSeconds * 1000 : Infinity;
@@ -205,32 +204,33 @@ export class RetentionPruner {
       failed = error;
       return report('failed', error);
     } finally {
-      if (locked && failed === undefined) await client.query(sql.RETENTION_UNLOCK).catch(() => {});
+      if (locked && failed === undefined) await store.releaseRetentionLock(client).catch(() => {});
       // Destroyed, never returned to the pool: the session lock goes with the connection.
       client.release(true);
     }
   }
 
   async #batch(client: PoolClient, phase: Phase): Promise<Step> {
-    await client.query(sql.beginBatch(this.#settings.lockTimeoutMs, this.#settings.statementTimeoutMs));
+    await store.beginRetentionBatch(client, { lockTimeoutMs: this.#settings.lockTimeoutMs, statementTimeoutMs: this.#settings.statementTimeoutMs });
     try {
       const step = await phase.step(client);
-      await client.query('COMMIT');
+      await commit(client);
       step.committed?.();
       return step;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
+      await rollback(client).catch(() => {});
       throw error;
     }
   }
 
   #lanes(cutoffs: RetentionCutoffs): Phase[][] {
     const { batchRows, batchBytes } = this.#settings;
-    const deleting = (table: RetentionTable, text: string, cutoff: Date): Phase => ({
+    type Deletion = (client: PoolClient, args: { olderThan: Date; rows: number }) => Promise<number>;
+    const deleting = (table: RetentionTable, remove: Deletion, cutoff: Date): Phase => ({
       table,
       action: 'deleted',
       step: async (client) => {
-        const n = (await client.query(text, [cutoff, batchRows])).rowCount ?? 0;
+        const n = await remove(client, { olderThan: cutoff, rows: batchRows });
         return { rows: n, more: n >= batchRows };
       },
     });
@@ -243,29 +243,28 @@ export class RetentionPruner {
         table: 'inbox_events',
         action: 'pruned_body',
         step: async (client) => {
-          const { rows } = await client.query<{ tenant_id: string; event_id: string; payload: string | null }>(sql.SELECT_INBOX_BODIES, [body, batchRows, batchBytes]);
+          const rows = await store.selectInboxBodies(client, { olderThan: body, rows: batchRows, bytes: batchBytes });
           const taken = rows.filter((r): r is typeof r & { payload: string } => r.payload !== null);
           if (taken.length === 0) return { rows: 0, more: false };
-          const result = await client.query(sql.PRUNE_INBOX_BODIES, [
-            taken.map((r) => r.tenant_id),
-            taken.map((r) => r.event_id),
-            taken.map((r) => bodyFingerprint(r.payload)),
-          ]);
-          return { rows: result.rowCount ?? 0, more: rows.length >= batchRows || taken.length < rows.length };
+          const pruned = await store.pruneInboxBodies(
+            client,
+            taken.map((r) => ({ tenant_id: r.tenant_id, event_id: r.event_id, fingerprint: bodyFingerprint(r.payload) })),
+          );
+          return { rows: pruned, more: rows.length >= batchRows || taken.length < rows.length };
         },
       });
       anomalies.push({
         table: 'inbox_anomalies',
         action: 'pruned_body',
         step: async (client) => {
-          const n = (await client.query(sql.PRUNE_ANOMALY_BODIES, [body, batchRows])).rowCount ?? 0;
+          const n = await store.pruneAnomalyBodies(client, { olderThan: body, rows: batchRows });
           return { rows: n, more: n >= batchRows };
         },
       });
     }
     if (inboxCutoff) {
-      inbox.push(deleting('inbox_events', sql.DELETE_INBOX_ROWS, inboxCutoff));
-      anomalies.push(deleting('inbox_anomalies', sql.DELETE_ANOMALY_ROWS, inboxCutoff));
+      inbox.push(deleting('inbox_events', store.deleteInboxRows, inboxCutoff));
+      anomalies.push(deleting('inbox_anomalies', store.deleteAnomalyRows, inboxCutoff));
     }
     if (outboxCutoff) {
       // The bound is read once per run, in the walk's first batch; the walk then moves forward.
@@ -274,20 +273,15 @@ export class RetentionPruner {
         table: 'applied_outbox',
         action: 'deleted',
         step: async (client) => {
-          if (bound === undefined) bound = (await client.query<{ tx: string; id: string }>(sql.SELECT_OUTBOX_BOUND, [outboxCutoff])).rows[0] ?? null;
+          if (bound === undefined) bound = (await store.selectOutboxBound(client, outboxCutoff)) ?? null;
           if (bound === null) return { rows: 0, scanned: 0, more: false };
-          const after = this.#outboxAfter;
-          const { rows } = await client.query<{ scanned: number; deleted: number; last_tx: string | null; last_id: string | null }>(
-            sql.DELETE_OUTBOX_ROWS,
-            [after.tx, after.id, bound.tx, bound.id, batchRows],
-          );
-          const r = rows[0]!;
+          const r = await store.deleteOutboxRows(client, { after: this.#outboxAfter, bound, rows: batchRows });
           const more = r.scanned >= batchRows;
           const next = more && r.last_tx !== null && r.last_id !== null ? { tx: r.last_tx, id: r.last_id } : { tx: '0', id: '0' };
           return { rows: r.deleted, scanned: r.scanned, more, committed: () => (this.#outboxAfter = next) };
         },
       });
-      outbox.push(deleting('applied_outbox_batches', sql.DELETE_OUTBOX_BATCHES, outboxCutoff));
+      outbox.push(deleting('applied_outbox_batches', store.deleteOutboxBatches, outboxCutoff));
     }
     return [inbox, anomalies, outbox];
   }

@@ -116,6 +116,17 @@ export async function migrate(pool: Pool, options: MigrateOptions = {}): Promise
 }
 
 /**
+ * The versions recorded in schema_migrations (none before the first migrate). Read-only on purpose:
+ * migrate({ dryRun }) would still create schema_migrations on a fresh database.
+ */
+export async function appliedMigrationVersions(pool: Pool): Promise<number[]> {
+  const { rows: exists } = await pool.query<{ t: string | null }>("SELECT to_regclass('schema_migrations')::text AS t");
+  if (!exists[0]?.t) return [];
+  const { rows } = await pool.query<{ version: number }>('SELECT version FROM schema_migrations');
+  return rows.map((r) => r.version);
+}
+
+/**
  * The two phases of a migration file: statements to run one by one outside a transaction (only
  * in a file marked `-- migrate:concurrently`), and the text to run in one transaction.
  */

@@ -1,0 +1,145 @@
+import type { Admin, Consumer, Kafka } from 'kafkajs';
+import type { Pool } from 'pg';
+import { Registry } from 'prom-client';
+import { SnapshotApplier } from '#domain/apply/index.ts';
+import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
+import { defaultFailureSettings, FaultInjector, type FailureSettings, type OnFailure, type OnQuarantined } from '#domain/failures/index.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import type { WorkerConfig } from './config.ts';
+import { createCrashPoints, type CrashPoints } from './crash-points.ts';
+import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
+import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
+import { OutboxRelay, relayParts } from './outbox-relay.ts';
+import { startRelayThread, type RelayHandle } from './relay-thread.ts';
+
+// The worker's composition root: every client and part built from the config once, nothing
+// connected yet. worker.ts starts and stops them in order (the lifecycle).
+
+export interface WorkerDeps {
+  logger?: Logger;
+  pool?: Pool;
+  kafka?: Kafka;
+  registry?: Registry;
+  /** The apply path; default `new SnapshotApplier({ pool })`. */
+  applier?: SnapshotApplier;
+  /** Where a record goes when it cannot be applied (invalid envelope, failed transaction). Default: the
+   * failure path (retry topics, DLQ, outage pause), which also starts the retry consumers. */
+  onFailure?: OnFailure;
+  /** Called for each quarantined delivery after its anomaly row is committed. Default: to the DLQ. */
+  onQuarantined?: OnQuarantined;
+  /** The consumer crashed and kafkajs will not restart it. main.ts exits 1 so the supervisor restarts. */
+  onFatal?: (error: unknown) => void;
+  /** Skip the admin HTTP server (benchmarks, tests that run several workers). */
+  adminServer?: boolean;
+}
+
+export interface WorkerParts {
+  logger: Logger;
+  pool: Pool;
+  /** The pool was made here (not passed in), so closing the worker ends it. */
+  ownPool: boolean;
+  registry: Registry;
+  metrics: WorkerMetrics;
+  crashPoints: CrashPoints;
+  failureSettings: FailureSettings;
+  applier: SnapshotApplier;
+  kafka: Kafka;
+  /** The main consumer of the events topic. */
+  consumer: Consumer;
+  /** For the partition layout of the applied topic (the inline relay) and nothing else. */
+  metadataAdmin: Admin;
+}
+
+export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): WorkerParts {
+  const logger = deps.logger ?? createLogger({ name: 'worker', level: config.logLevel });
+  const pool =
+    deps.pool ??
+    createPool({
+      url: config.databaseUrl,
+      max: config.databasePoolSize,
+      statementTimeoutMs: config.statementTimeoutMs,
+      ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
+      applicationName: 'worker',
+      logger,
+    });
+  const registry = deps.registry ?? new Registry();
+  const metrics = createWorkerMetrics(registry, () => oldestUnpublishedOutboxAge(pool));
+  const failureSettings = config.failures ?? defaultFailureSettings;
+  const faults = new FaultInjector(failureSettings.faults);
+  if (faults.enabled) logger.warn({ faults: failureSettings.faults }, 'FAULT_INJECT is set: injecting test failures');
+  const applier = deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool }, faults) : new SnapshotApplier({ pool }));
+  const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId, logger });
+  const consumer = kafka.consumer({
+    groupId: config.groupId,
+    sessionTimeout: config.sessionTimeoutMs,
+    heartbeatInterval: Math.max(1000, Math.floor(config.sessionTimeoutMs / 10)),
+    maxBytesPerPartition: config.maxBytesPerPartition,
+    maxWaitTimeInMs: 500,
+  });
+  return {
+    logger,
+    pool,
+    ownPool: deps.pool === undefined,
+    registry,
+    metrics,
+    crashPoints: createCrashPoints(config.crashAt, config.crashAfter),
+    failureSettings,
+    applier,
+    kafka,
+    consumer,
+    metadataAdmin: kafka.admin(),
+  };
+}
+
+export function relayTransactionalId(config: Pick<WorkerConfig, 'appliedTopic' | 'relayTransactionalId'>): string {
+  return config.relayTransactionalId ?? `${config.appliedTopic}.relay`;
+}
+
+/** Starts the outbox relay: in its own thread (default) or on the worker's event loop. */
+export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFatal: (error: unknown) => void): Promise<RelayHandle> {
+  const { logger, metrics } = parts;
+  if ((config.relayMode ?? 'thread') === 'thread') {
+    return startRelayThread(
+      {
+        brokers: config.brokers,
+        clientId: config.clientId,
+        databaseUrl: config.databaseUrl,
+        statementTimeoutMs: config.statementTimeoutMs,
+        ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
+        logLevel: config.logLevel,
+        appliedTopic: config.appliedTopic,
+        batchSize: config.relayBatchSize,
+        pollMs: config.relayPollMs,
+        sendTimeoutMs: config.relaySendTimeoutMs,
+        transactionalId: relayTransactionalId(config),
+        ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
+        crashAfter: config.crashAfter,
+      },
+      { logger, metrics, onFatal },
+    );
+  }
+  const relayLogger = logger.child({ component: 'outbox-relay' });
+  const relay = new OutboxRelay({
+    pool: parts.pool,
+    ...relayParts({
+      kafka: parts.kafka,
+      databaseUrl: config.databaseUrl,
+      transactionalId: relayTransactionalId(config),
+      logger: relayLogger,
+      sendTimeoutMs: config.relaySendTimeoutMs,
+    }),
+    layout: topicLayouts(parts.metadataAdmin),
+    topic: config.appliedTopic,
+    batchSize: config.relayBatchSize,
+    pollMs: config.relayPollMs,
+    sendTimeoutMs: config.relaySendTimeoutMs,
+    logger: relayLogger,
+    onPublished: (count) => metrics.relayPublished.inc(count),
+    crashPoints: parts.crashPoints,
+  });
+  relay.start();
+  return relay;
+}

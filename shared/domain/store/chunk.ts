@@ -1,0 +1,267 @@
+// The apply path's statements (shared/domain/apply/snapshot-applier.ts): one transaction applies a
+// whole chunk of events across inbox_events, resource_state, applied_outbox and inbox_anomalies,
+// set-based (unnest), in five round trips: BEGIN, the key locks, one read, one write, COMMIT.
+import {
+  bool,
+  columns,
+  int4,
+  int8,
+  packedJsonbOrNull,
+  packedText,
+  recordsetOf,
+  statement,
+  text,
+  timestamptz,
+  unnestOf,
+  type RowOf,
+} from './columns.ts';
+import type { Queryable } from './session.ts';
+
+/** One round trip. A chunk's lookups are a few hundred index probes: starting parallel workers for
+ * them costs more than the probes (and steals the cores the worker and the broker need). */
+export const BEGIN_APPLY_TRANSACTION = 'BEGIN; SET LOCAL max_parallel_workers_per_gather = 0';
+
+const RESOURCE_KEYS = statement({ k: unnestOf(columns({ k: text }), 'k') }, ({ k }) => `
+  SELECT pg_advisory_xact_lock(h)
+  FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM ${k.from} ORDER BY h) AS keys`);
+
+/** Serialises every applier (main consumer, retry consumers, CLI reprocess) per resource key.
+ * Locks are taken in hash order so two chunks sharing keys can never deadlock. */
+export async function lockResourceKeys(client: Queryable, keys: readonly string[]): Promise<void> {
+  await client.query({ text: RESOURCE_KEYS.text, values: RESOURCE_KEYS.values({ k: keys.map((k) => ({ k })) }) });
+}
+
+const EVENT_KEYS = columns({ tenant_id: text, event_id: text });
+const IDEMPOTENCY_KEYS = columns({ tenant_id: text, idempotency_key: text });
+const RESOURCES = columns({ tenant_id: text, resource_type: text, resource_id: text });
+
+/** What the decisions need to know of a chunk's events, idempotency keys and resources. */
+export interface ChunkKeys {
+  events: RowOf<typeof EVENT_KEYS>[];
+  idempotencyKeys: RowOf<typeof IDEMPOTENCY_KEYS>[];
+  resources: RowOf<typeof RESOURCES>[];
+}
+
+/** An inbox row of one of the chunk's events. */
+export interface KnownInboxContext {
+  kind: 'inbox';
+  tenant_id: string;
+  event_id: string;
+  status: string;
+  body_sha256: string;
+  /** The stored body; null once retention pruned it (then fingerprint is what it kept, or null). */
+  payload: string | null;
+  fingerprint: string | null;
+}
+
+/** The event that applied one of the chunk's idempotency keys. */
+export interface KnownIdempotencyContext {
+  kind: 'idem';
+  tenant_id: string;
+  idempotency_key: string;
+  event_id: string;
+}
+
+/** The stored state of one of the chunk's resources. */
+export interface KnownStateContext {
+  kind: 'state';
+  tenant_id: string;
+  resource_type: string;
+  resource_id: string;
+  /** bigint, as text. */
+  version: string;
+  deleted: boolean;
+}
+
+export type ChunkContextRow = KnownInboxContext | KnownIdempotencyContext | KnownStateContext;
+
+/**
+ * Everything the decisions need, in one round trip (after the keys are locked): one row per known
+ * inbox row, applied idempotency key and stored resource, told apart by `kind`; each kind fills its
+ * own columns (the others are NULL). Only redeliveries and settled retries read an inbox payload:
+ * a new event has no row.
+ * Every lookup must stay an index probe per key: a hash join scans the whole table per chunk,
+ * which grows with the table. LATERAL alone does not ensure that (the planner pulls a simple
+ * subquery up into a plain join and chose a hash join + seq scan for 1000-key chunks), so each
+ * subquery carries OFFSET 0, which keeps it a parameterised subquery (an index scan per key).
+ */
+const READ_CHUNK_CONTEXT = statement(
+  { events: unnestOf(EVENT_KEYS, 'k'), idempotencyKeys: unnestOf(IDEMPOTENCY_KEYS, 'k'), resources: unnestOf(RESOURCES, 'k') },
+  ({ events, idempotencyKeys, resources }) => `
+  SELECT 'inbox' AS kind, i.tenant_id, i.event_id, i.status, i.body_sha256, i.payload, i.fingerprint,
+    NULL::text AS idempotency_key, NULL::text AS resource_type, NULL::text AS resource_id,
+    NULL::bigint AS version, NULL::boolean AS deleted
+  FROM ${events.from}
+  CROSS JOIN LATERAL (
+    SELECT tenant_id, event_id, status, body_sha256, payload, fingerprint FROM inbox_events
+    WHERE tenant_id = k.tenant_id AND event_id = k.event_id OFFSET 0
+  ) AS i
+  UNION ALL
+  SELECT 'idem', i.tenant_id, i.event_id, NULL, NULL, NULL, NULL, i.idempotency_key, NULL, NULL, NULL, NULL
+  FROM ${idempotencyKeys.from}
+  CROSS JOIN LATERAL (
+    SELECT tenant_id, idempotency_key, event_id FROM inbox_events
+    WHERE tenant_id = k.tenant_id AND idempotency_key = k.idempotency_key AND status = 'applied' OFFSET 0
+  ) AS i
+  UNION ALL
+  SELECT 'state', s.tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, s.resource_type, s.resource_id, s.version, s.deleted
+  FROM ${resources.from}
+  CROSS JOIN LATERAL (
+    SELECT tenant_id, resource_type, resource_id, version, deleted FROM resource_state
+    WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id OFFSET 0
+  ) AS s`,
+);
+
+export async function readChunkContext(client: Queryable, keys: ChunkKeys): Promise<ChunkContextRow[]> {
+  const { rows } = await client.query<ChunkContextRow>({ text: READ_CHUNK_CONTEXT.text, values: READ_CHUNK_CONTEXT.values(keys) });
+  return rows;
+}
+
+const INBOX_ROWS = columns({
+  event_id: text,
+  idempotency_key: text,
+  duplicate_of: text,
+  tenant_id: text,
+  resource_type: text,
+  resource_id: text,
+  resource_version: int8,
+  event_type: text,
+  status: text,
+  reason: text,
+  body_sha256: text,
+  source_topic: text,
+  source_partition: int4,
+  source_offset: int8,
+  occurred_at: timestamptz,
+  received_at: timestamptz,
+  /** The provider's attempt number; most deliveries carry none. */
+  delivery_attempt: int4,
+  /** The raw body. */
+  payload: packedText,
+});
+const STATE_ROWS = columns({
+  tenant_id: text,
+  resource_type: text,
+  resource_id: text,
+  version: int8,
+  deleted: bool,
+  last_event_id: text,
+  /** The snapshot as JSON; null for a tombstone. */
+  data: packedJsonbOrNull,
+});
+const OUTBOX_ROWS = columns({
+  event_id: text,
+  key: text,
+  source_topic: text,
+  source_partition: int4,
+  source_offset: int8,
+  /** The applied record, serialised once: the relay publishes these exact bytes. */
+  payload: packedText,
+});
+// Anomalies are rare: JSON rows. original_body_sha256 is read from the inbox row in SQL.
+const ANOMALY_ROWS = columns({
+  event_id: text,
+  body_sha256: text,
+  payload: text,
+  tenant_id: text,
+  resource_type: text,
+  resource_id: text,
+  resource_version: int8,
+  source_topic: text,
+  source_partition: int4,
+  source_offset: int8,
+});
+
+export type InboxChunkRow = RowOf<typeof INBOX_ROWS>;
+export type StateChunkRow = RowOf<typeof STATE_ROWS>;
+export type OutboxChunkRow = RowOf<typeof OUTBOX_ROWS>;
+export type AnomalyChunkRow = RowOf<typeof ANOMALY_ROWS>;
+
+export interface ChunkEffects {
+  inbox: InboxChunkRow[];
+  state: StateChunkRow[];
+  outbox: OutboxChunkRow[];
+  anomalies: AnomalyChunkRow[];
+}
+
+/**
+ * Every effect of a chunk in one statement. Short columns are array literals; the big ones (event
+ * bodies, snapshots, applied records) are packed bytea parameters sliced per row (see
+ * columns.ts), so no row is escaped in JavaScript or parsed twice in Postgres.
+ *
+ * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered) with
+ * the same content (the applier compared it), now settled.
+ * State: the version guard is also in SQL, so no code path can ever move a resource backwards.
+ * Outbox: ORDER BY ordinality (apply order), so ids follow apply order within the transaction; tx
+ * is the transaction's id (default), which orders transactions for the relay.
+ */
+const WRITE_CHUNK_EFFECTS = statement(
+  {
+    inbox: unnestOf(INBOX_ROWS, 'r'),
+    state: unnestOf(STATE_ROWS, 'r'),
+    outbox: unnestOf(OUTBOX_ROWS, 'r', { ordinality: 'n' }),
+    anomalies: recordsetOf(ANOMALY_ROWS, 'r'),
+  },
+  ({ inbox, state, outbox, anomalies }) => `
+  WITH inbox AS (
+    INSERT INTO inbox_events (${inbox.names})
+    SELECT ${inbox.select}
+    FROM ${inbox.from}
+    ON CONFLICT (tenant_id, event_id) DO UPDATE SET
+      status = EXCLUDED.status,
+      reason = EXCLUDED.reason,
+      duplicate_of = EXCLUDED.duplicate_of,
+      resource_version = EXCLUDED.resource_version,
+      updated_at = now()
+    WHERE inbox_events.status IN ('received', 'retrying', 'dead_lettered')
+    RETURNING 1
+  ), state AS (
+    INSERT INTO resource_state (${state.names})
+    SELECT ${state.select}
+    FROM ${state.from}
+    ON CONFLICT (tenant_id, resource_type, resource_id) DO UPDATE SET
+      version = EXCLUDED.version,
+      deleted = EXCLUDED.deleted,
+      data = EXCLUDED.data,
+      last_event_id = EXCLUDED.last_event_id,
+      updated_at = now()
+    WHERE resource_state.version < EXCLUDED.version
+    RETURNING 1
+  ), outbox AS (
+    INSERT INTO applied_outbox (${outbox.names})
+    SELECT ${outbox.select}
+    FROM ${outbox.from}
+    ORDER BY n
+    RETURNING 1
+  ), anomalies AS (
+    INSERT INTO inbox_anomalies (
+      event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
+      resource_version, source_topic, source_partition, source_offset)
+    SELECT r.event_id, r.body_sha256,
+      (SELECT o.body_sha256 FROM inbox_events AS o WHERE o.tenant_id = r.tenant_id AND o.event_id = r.event_id),
+      r.payload, r.tenant_id, r.resource_type, r.resource_id,
+      r.resource_version, r.source_topic, r.source_partition, r.source_offset
+    FROM ${anomalies.from}
+    ON CONFLICT (tenant_id, event_id, body_sha256) DO NOTHING
+    RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM inbox)::int AS inbox_rows,
+         (SELECT count(*) FROM state)::int AS state_rows,
+         (SELECT count(*) FROM outbox)::int AS outbox_rows,
+         (SELECT count(*) FROM anomalies)::int AS anomaly_rows`,
+);
+
+export interface ChunkWritten {
+  inbox_rows: number;
+  state_rows: number;
+  outbox_rows: number;
+  anomaly_rows: number;
+}
+
+/** Writes a chunk's effects; returns how many rows of each table were written, which the applier
+ * checks against what it decided. */
+export async function writeChunkEffects(client: Queryable, effects: ChunkEffects): Promise<ChunkWritten> {
+  const { rows } = await client.query<ChunkWritten>({ text: WRITE_CHUNK_EFFECTS.text, values: WRITE_CHUNK_EFFECTS.values(effects) });
+  return rows[0]!;
+}
+

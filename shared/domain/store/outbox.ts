@@ -1,0 +1,212 @@
+// applied_outbox and applied_outbox_batches: the relay's rows, its cursor and its leadership lock
+// (see migration 0002). The apply path writes the rows (chunk.ts); retention prunes them (retention.ts).
+import type { Queryable } from './session.ts';
+
+// Only one relay publishes at a time (per database): with the cursor, two relays would publish the
+// same rows, and per-key order on the topic needs a single writer. The leader holds this advisory
+// lock for its session (services/worker/relay-leadership.ts).
+export const RELAY_LEADER_LOCK_KEY = 7261003412;
+
+/** Takes the leader lock for this session; false while another session holds it. */
+export async function tryRelayLeaderLock(client: Queryable, lockKey = RELAY_LEADER_LOCK_KEY): Promise<boolean> {
+  const { rows } = await client.query<{ held: boolean }>({ text: 'SELECT pg_try_advisory_lock($1) AS held', values: [lockKey] });
+  return rows[0]?.held === true;
+}
+
+export async function releaseRelayLeaderLock(client: Queryable, lockKey = RELAY_LEADER_LOCK_KEY): Promise<void> {
+  await client.query({ text: 'SELECT pg_advisory_unlock($1)', values: [lockKey] });
+}
+
+/** The relay's cursor: the last published row in (tx, id) order; (0, 0) before the first batch. */
+export const RELAY_CURSOR = `
+  SELECT COALESCE(b.last_tx, '0'::xid8) AS tx, COALESCE(b.last_id, 0) AS id
+  FROM (SELECT 1) AS one
+  LEFT JOIN LATERAL (SELECT last_tx, last_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1) AS b ON true`;
+
+/** The cursor and the cluster it was recorded on. */
+const RELAY_POSITION = `
+  SELECT COALESCE(b.last_tx, '0'::xid8) AS tx, COALESCE(b.last_id, 0) AS id, b.cluster_id
+  FROM (SELECT 1) AS one
+  LEFT JOIN LATERAL (SELECT last_tx, last_id, cluster_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1) AS b ON true`;
+
+/** A position in (tx, id) order, both as decimal text. */
+export interface OutboxPosition {
+  tx: string;
+  id: string;
+}
+
+export interface RelayPosition extends OutboxPosition {
+  cluster_id: string | null;
+  /** The cursor's tx lies beyond this cluster's horizon (a restore into another cluster). */
+  ahead: boolean;
+}
+
+export const SELECT_RELAY_POSITION = `
+  SELECT tx::text AS tx, id::text AS id, cluster_id, tx >= pg_snapshot_xmax(pg_current_snapshot()) AS ahead
+  FROM (${RELAY_POSITION}) AS p`;
+
+/** The cursor, the cluster it was recorded on, and whether its tx lies beyond this cluster's
+ * horizon (pg_snapshot_xmax: the next id to be handed out; reading it assigns no id). */
+export async function readRelayPosition(client: Queryable): Promise<RelayPosition> {
+  const { rows } = await client.query<RelayPosition>({ text: SELECT_RELAY_POSITION });
+  return rows[0]!;
+}
+
+/** Which cluster this is (NULL where the role may not read it: then only the horizon check runs).
+ * Throws where pg_control_system may not be called at all. */
+export async function readClusterId(client: Queryable): Promise<string | null> {
+  const { rows } = await client.query<{ cluster_id: string | null }>({
+    text: 'SELECT system_identifier::text AS cluster_id FROM pg_control_system()',
+  });
+  return rows[0]?.cluster_id ?? null;
+}
+
+/**
+ * After a restore into another cluster: every row whose tx lies beyond this cluster's horizon came
+ * from the old cluster. Those at or before the cursor were published (tx 1), the rest were not
+ * (tx 2); new rows have real ids (>= 3) and sort after both, and per key id order is apply order.
+ * Appliers wait for the table lock (an insert between the two statements would be misread).
+ * Run inside a transaction; returns how many rows were renumbered.
+ */
+export async function rebaselineOutbox(client: Queryable, args: { cursor: OutboxPosition; cluster: string | null }): Promise<number> {
+  await client.query({ text: 'LOCK TABLE applied_outbox IN EXCLUSIVE MODE' });
+  const moved = await client.query({
+    text: `
+      UPDATE applied_outbox
+      SET tx = CASE WHEN (tx, id) <= ($1::xid8, $2::bigint) THEN '1'::xid8 ELSE '2'::xid8 END
+      WHERE tx >= pg_snapshot_xmax(pg_current_snapshot())`,
+    values: [args.cursor.tx, args.cursor.id],
+  });
+  await client.query({
+    text: `
+      INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id)
+      SELECT '1'::xid8, COALESCE((SELECT max(id) FROM applied_outbox WHERE tx = '1'::xid8), $1::bigint), 0, $2`,
+    values: [args.cursor.id, args.cluster],
+  });
+  return moved.rowCount ?? 0;
+}
+
+/** The same cursor, recorded as on this cluster (another cluster whose ids are already past it). */
+export async function recordCursorCluster(client: Queryable, args: { cursor: OutboxPosition; cluster: string | null }): Promise<void> {
+  await client.query({
+    text: `
+      INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id) VALUES ($1::xid8, $2::bigint, 0, $3)`,
+    values: [args.cursor.tx, args.cursor.id, args.cluster],
+  });
+}
+
+export interface OutboxRow {
+  id: string;
+  tx: string;
+  event_id: string;
+  key: string;
+  payload: string;
+  source_topic: string;
+  source_partition: number;
+  source_offset: string;
+}
+
+export const SELECT_NEXT_OUTBOX = `
+  SELECT o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.source_topic, o.source_partition,
+    o.source_offset::text AS source_offset
+  FROM applied_outbox AS o
+  WHERE (o.tx, o.id) > ($1::xid8, $2::bigint)
+    AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+  ORDER BY o.tx, o.id
+  LIMIT $3`;
+
+/** The next rows after the cursor, only from transactions that have all ended (see migration 0002). */
+export async function selectNextOutbox(client: Queryable, args: { after: OutboxPosition; limit: number }): Promise<OutboxRow[]> {
+  const { rows } = await client.query<OutboxRow>({ text: SELECT_NEXT_OUTBOX, values: [args.after.tx, args.after.id, args.limit] });
+  return rows;
+}
+
+/** Rows after the cursor exist (committed or not yet visible to the relay). */
+export async function outboxHasPending(client: Queryable, after: OutboxPosition): Promise<boolean> {
+  const { rows } = await client.query<{ pending: boolean }>({
+    text: `
+      SELECT EXISTS (SELECT 1 FROM applied_outbox WHERE (tx, id) > ($1::xid8, $2::bigint)) AS pending`,
+    values: [after.tx, after.id],
+  });
+  return rows[0]?.pending === true;
+}
+
+/** The oldest transaction still running on the cluster (what holds pg_snapshot_xmin back), for the log. */
+export async function oldestOpenTransaction(client: Queryable): Promise<Record<string, unknown> | undefined> {
+  const { rows } = await client.query<Record<string, unknown>>({
+    text: `
+      SELECT pid, datname, usename, application_name, state, backend_xid::text AS xid,
+        EXTRACT(EPOCH FROM now() - xact_start)::float8 AS open_seconds
+      FROM pg_stat_activity
+      WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+      ORDER BY age(backend_xid) DESC
+      LIMIT 1`,
+  });
+  return rows[0];
+}
+
+/** Moves the cursor, never backwards (a former leader finishing late is a no-op). */
+export async function recordOutboxBatch(
+  client: Queryable,
+  args: { last: OutboxPosition; records: number; cluster: string | null },
+): Promise<void> {
+  await client.query({
+    text: `
+      INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id)
+      SELECT $1::xid8, $2::bigint, $3, $4
+      FROM (${RELAY_POSITION}) AS p
+      WHERE ($1::xid8, $2::bigint) > (p.tx, p.id)`,
+    values: [args.last.tx, args.last.id, args.records, args.cluster],
+  });
+}
+
+/** Rows not yet published (after the cursor), for operators, tests and benchmarks (one column, n). */
+export const COUNT_UNPUBLISHED_OUTBOX = `
+  SELECT count(*)::int AS n
+  FROM applied_outbox AS o, (${RELAY_POSITION}) AS p
+  WHERE (o.tx, o.id) > (p.tx, p.id)`;
+
+export async function countUnpublishedOutbox(client: Queryable): Promise<number> {
+  const { rows } = await client.query<{ n: number }>({ text: COUNT_UNPUBLISHED_OUTBOX });
+  return rows[0]!.n;
+}
+
+/** Seconds since the oldest unpublished row was written; 0 when none is waiting. */
+export async function oldestUnpublishedOutboxAge(client: Queryable): Promise<number> {
+  const { rows } = await client.query<{ age_seconds: number }>({
+    text: `
+      SELECT COALESCE((
+        SELECT EXTRACT(EPOCH FROM now() - o.created_at)
+        FROM applied_outbox AS o, (${RELAY_POSITION}) AS p
+        WHERE (o.tx, o.id) > (p.tx, p.id)
+        ORDER BY o.tx, o.id LIMIT 1), 0)::float8 AS age_seconds`,
+  });
+  return rows[0]!.age_seconds;
+}
+
+export interface AppliedRecordRow {
+  event_id: string;
+  created_at: Date;
+  /** When the relay's batch covering the row was published (null: not yet). */
+  published_at: Date | null;
+}
+
+/** A resource key's newest 50 applied records, newest first (bridge trace). */
+export async function selectAppliedRecords(client: Queryable, key: string): Promise<AppliedRecordRow[]> {
+  const { rows } = await client.query<AppliedRecordRow>({
+    text: `
+      SELECT o.event_id, o.created_at, b.published_at
+      FROM applied_outbox AS o
+      LEFT JOIN LATERAL (
+        SELECT published_at FROM applied_outbox_batches
+        WHERE (last_tx, last_id) >= (o.tx, o.id)
+        ORDER BY last_tx, last_id
+        LIMIT 1
+      ) AS b ON true
+      WHERE o.key = $1
+      ORDER BY o.id DESC
+      LIMIT 50`,
+    values: [key],
+  });
+  return rows;
+}
