@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 // The layers: services -> domain -> plumbing. No arrow upward, no service importing another.
@@ -33,6 +34,8 @@ export default tseslint.config(
     },
   },
   ...layerRules,
+  // Layout is prettier's (npm run lint runs both); no eslint rule argues with it.
+  prettier,
   {
     files: ['**/*.test.ts', 'test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
