@@ -36,7 +36,7 @@ export function topHelp(commands: CommandSpec[], prefix: string[] = []): string 
   return [
     `Usage: bridge ${prefix.length ? `${prefix.join(' ')} ` : ''}<command> [options]`,
     '',
-    'Operator CLI of the theme-sync bridge.',
+    'Operator CLI of theme-bridge, the webhook-to-Kafka bridge.',
     '',
     'Commands:',
     ...shown.map((c) => `  ${c.path.join(' ').padEnd(width)}  ${c.summary}`),

@@ -1,13 +1,34 @@
 import { z } from 'zod';
-import { adminPortEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
+import { kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import type { IngressConfig } from './ingress.ts';
-import { ingressDefaults } from './ingress.ts';
+
+/** The ingress's own tuning; startIngress fills in what its config leaves out from here. */
+export const ingressDefaults = {
+  bodyLimitBytes: 1024 * 1024,
+  ackTimeoutMs: 5000,
+  retryAfterSeconds: 5,
+  maxBatchRecords: 500,
+  maxBatchBytes: 512 * 1024,
+  lingerMs: 2,
+  probeIntervalMs: 1000,
+  // Node's defaults (60 s headers, 300 s request) let slow clients hold sockets for minutes.
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5000,
+  // Without caps, each unauthenticated client may hold a socket and up to bodyLimitBytes for
+  // requestTimeoutMs. 1024 connections; 64 MiB of bodies (64 requests at the 1 MiB limit, tens of
+  // thousands of typical 1-2 KiB webhooks).
+  maxConnections: 1024,
+  maxInflightBodyBytes: 64 * 1024 * 1024,
+  maxJsonDepth: 32,
+} as const;
 
 export const ingressEnvSchema = z.object({
   ...kafkaEnv.shape,
-  ...adminPortEnv.shape,
+  ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
   ...adminHostEnv.shape,
   ...logEnv.shape,
   TOPIC_EVENTS: topicEnv.shape.TOPIC_EVENTS,

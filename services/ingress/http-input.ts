@@ -1,5 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 
+/** A request's headers as node:http's headersDistinct gives them: lower-case names, every occurrence kept. */
+export type RequestHeaders = Readonly<Record<string, readonly string[] | undefined>>;
+
 /** ok is false when the header was repeated; value is then undefined. */
 export interface HeaderResult {
   ok: boolean;
@@ -10,8 +13,8 @@ export interface HeaderResult {
  * node:http joins repeated headers with ", ", which would let `a, b` pass as one value;
  * headersDistinct keeps every occurrence so a repeat is refused instead of guessed at.
  */
-export function singleHeader(req: IncomingMessage, name: string): HeaderResult {
-  const values = req.headersDistinct[name];
+export function singleHeader(headers: RequestHeaders, name: string): HeaderResult {
+  const values = headers[name];
   if (values === undefined || values.length === 0) return { ok: true, value: undefined };
   if (values.length > 1) return { ok: false, value: undefined };
   return { ok: true, value: values[0] };
@@ -20,8 +23,8 @@ export function singleHeader(req: IncomingMessage, name: string): HeaderResult {
 const JSON_MEDIA_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
 
 /** application/json, optionally with charset=utf-8; any other parameter or charset is refused. */
-export function isJsonContentType(req: IncomingMessage): boolean {
-  const values = req.headersDistinct['content-type'];
+export function isJsonContentType(headers: RequestHeaders): boolean {
+  const values = headers['content-type'];
   return values !== undefined && values.length === 1 && JSON_MEDIA_TYPE.test(values[0]!.trim());
 }
 

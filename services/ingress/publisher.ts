@@ -1,6 +1,8 @@
-import { Partitioners, type Admin, type Kafka, type Message, type Producer } from 'kafkajs';
+import type { Admin, Kafka, Message, Producer } from 'kafkajs';
 import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
+import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { withTimeout } from '#plumbing/errors/with-timeout.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { IngressMetrics } from './metrics.ts';
 
@@ -25,6 +27,7 @@ export interface PublisherOptions {
   probeIntervalMs: number;
 }
 
+// A subset of ErrorCode: the `code` override below does not compile otherwise.
 export type PublishErrorCode = 'broker_unavailable' | 'ack_timeout' | 'record_too_large' | 'shutting_down';
 
 export class PublishError extends BridgeError {
@@ -283,11 +286,16 @@ export class BatchingPublisher {
       if (!this.admin) {
         // A few quick retries: with one broker of several dead, the next attempt asks another broker.
         this.admin = this.options.kafka.admin({ retry: { retries: 3, initialRetryTime: 50, maxRetryTime: 500 } });
-        await withTimeout(this.admin.connect(), this.options.ackTimeoutMs, 'admin connect');
+        await withTimeout(this.admin.connect(), this.options.ackTimeoutMs, 'broker_request_timeout', 'admin connect');
       }
       // A metadata round trip for our topic: proves a broker answers and that the topic exists
       // with a leader for every partition (topics are never auto-created).
-      const metadata = await withTimeout(this.admin.fetchTopicMetadata({ topics: [this.options.topic] }), this.options.ackTimeoutMs, 'topic metadata');
+      const metadata = await withTimeout(
+        this.admin.fetchTopicMetadata({ topics: [this.options.topic] }),
+        this.options.ackTimeoutMs,
+        'broker_request_timeout',
+        'topic metadata',
+      );
       const partitions = metadata.topics[0]?.partitions ?? [];
       // One partition without a leader (a broker of several just died) fails only the requests
       // keyed to it, each with its own 503; the ingress is down only when no partition can be written.
@@ -299,13 +307,9 @@ export class BatchingPublisher {
         // kafkajs warns that finite retries (shared/plumbing/kafka/client.ts) may break exactly-once; here a
         // producer whose send failed or timed out is never used again, and its replacement gets a
         // new producer id, so no sequence gap is carried over.
-        const producer = this.options.kafka.producer({
-          idempotent: true,
-          maxInFlightRequests: 1,
-          createPartitioner: Partitioners.DefaultPartitioner,
-        });
+        const producer = createIdempotentProducer(this.options.kafka);
         try {
-          await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'producer connect');
+          await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'broker_request_timeout', 'producer connect');
         } catch (error) {
           producer.disconnect().catch(() => {});
           // The cluster answered metadata: only this connect failed (it may have picked a broker
@@ -359,18 +363,4 @@ export class BatchingPublisher {
 function firstUnsettled(list: readonly Pending[]): Pending | undefined {
   for (const p of list) if (!p.settled) return p;
   return undefined;
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

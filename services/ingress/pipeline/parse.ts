@@ -1,0 +1,70 @@
+import { eventAction, parseEvent, resourceKey, type EventEnvelope, type ParseEventOptions } from '#domain/contract/index.ts';
+import type { EventRecordHeaders } from '#domain/contract/event-headers.ts';
+import { OPTIONAL_HEADERS, type Delivery } from './preflight.ts';
+import type { Rejection } from './rejections.ts';
+import type { VerifiedSignature } from './verify.ts';
+
+/**
+ * A verified delivery whose envelope parsed: the record headers (encodeEventHeaders reads it as
+ * is), and what the request line and metrics say about it.
+ */
+export interface MatchedEvent extends EventRecordHeaders {
+  envelope: EventEnvelope;
+  tenant: string;
+  /** The record key: tenant/type/id, so every event of one resource lands on one partition, in order. */
+  resource: string;
+  /**
+   * The event type as a metric label, set only once it is one the source may publish: label
+   * values stay bounded by configuration, whatever a caller sends.
+   */
+  typeLabel: string | undefined;
+}
+
+/**
+ * Parses the envelope, then checks it against the headers it was sent with and against what the
+ * source may publish (resource types, tenants, strict schemas). Headers and body must agree:
+ * otherwise the provider's record and ours name different events.
+ */
+export function parseAndMatch(
+  delivery: Delivery,
+  verified: VerifiedSignature,
+  rawBody: Buffer,
+  receivedAt: Date,
+  parseOptions: ParseEventOptions,
+): MatchedEvent | Rejection {
+  const parsed = parseEvent(rawBody, parseOptions);
+  if (!parsed.ok) return { kind: parsed.code, message: parsed.message, bodySha256: parsed.bodySha256 };
+  const envelope = parsed.envelope;
+  const source = delivery.source;
+  const resourceType = envelope.resource.type;
+  const typeAllowed = source.resourceTypes.includes(resourceType);
+  const event: MatchedEvent = {
+    eventId: envelope.event_id,
+    source: source.id,
+    receivedAt,
+    secretId: verified.secretId,
+    bodySha256: parsed.bodySha256,
+    eventType: envelope.event_type,
+    idempotencyKey: envelope.idempotency_key,
+    deliveryAttempt: delivery.deliveryAttempt,
+    envelope,
+    tenant: envelope.tenant_id,
+    resource: resourceKey(envelope),
+    typeLabel: typeAllowed ? envelope.event_type : undefined,
+  };
+  if (envelope.event_id !== delivery.id) return { kind: 'event_id_mismatch', header: delivery.names.id, event };
+  if (delivery.eventType !== undefined && delivery.eventType !== envelope.event_type) {
+    return { kind: 'event_type_mismatch', header: OPTIONAL_HEADERS.eventType, event };
+  }
+  if (delivery.idempotencyKey !== undefined && delivery.idempotencyKey !== envelope.idempotency_key) {
+    return { kind: 'idempotency_key_mismatch', header: OPTIONAL_HEADERS.idempotencyKey, event };
+  }
+  if (!typeAllowed) return { kind: 'resource_type_not_allowed', resourceType, allowed: source.resourceTypes, event };
+  if (!source.tenants.includes(envelope.tenant_id)) return { kind: 'tenant_not_allowed', event };
+  const strict = source.strictSchemas?.[resourceType];
+  if (strict !== undefined && eventAction(envelope) !== 'delete') {
+    const problem = strict.check(envelope.data);
+    if (problem !== undefined) return { kind: 'strict_schema', problem, event };
+  }
+  return event;
+}

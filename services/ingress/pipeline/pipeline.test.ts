@@ -1,0 +1,427 @@
+import { Registry } from 'prom-client';
+import { afterAll, describe, expect, it } from 'vitest';
+import { contractExampleEvent, sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
+import { loadSources } from '#domain/sources/index.ts';
+import type { RequestHeaders } from '../http-input.ts';
+import { createIngressMetrics, type IngressMetrics } from '../metrics.ts';
+import { PublishError, type PublishErrorCode, type PublishRecord } from '../publisher.ts';
+import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './answer.ts';
+import { parseAndMatch } from './parse.ts';
+import { bodyRejection, preflight, SourceDirectory, type Delivery, type PreflightOptions } from './preflight.ts';
+import { publish, type EventPublisher } from './publish.ts';
+import { REJECTIONS, type Rejection, type RejectionKind } from './rejections.ts';
+import { verify, type VerifiedSignature } from './verify.ts';
+
+// The pipeline steps driven directly, without express or a socket: the dev sources, signed
+// bodies, a fixed clock and a publisher that records what it is given.
+
+const SECRETS = { DEMO_SECRET: 'a-long-enough-hmac-secret', DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', DEMO_BODY_SECRET: 'a-long-enough-hmac-secret' };
+const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
+const SECRET_OF: Record<string, string> = { demo: SECRETS.DEMO_SECRET, 'demo-std': SECRETS.DEMO_STD_SECRET, 'demo-body': SECRETS.DEMO_BODY_SECRET, 'demo-strict': SECRETS.DEMO_SECRET };
+const NOW = 1_790_000_000;
+const clock = () => NOW;
+const RECEIVED_AT = new Date('2026-09-21T12:00:00.000Z');
+const BODY_LIMIT = 64 * 1024;
+const options: PreflightOptions = { sources: new SourceDirectory(SOURCES), bodyLimitBytes: BODY_LIMIT };
+
+interface Signed {
+  headers: RequestHeaders;
+  body: Buffer;
+}
+
+/** A request as node:http's headersDistinct presents it: lower-case names, one array per header. */
+function signed(
+  sourceId: string,
+  event: unknown = sampleThemeEvent({ event_id: 'evt_1' }),
+  tweak: { id?: string; timestamp?: number; secret?: string; scheme?: SignatureScheme; headers?: Record<string, string | string[] | undefined>; raw?: Buffer } = {},
+): Signed {
+  const body = tweak.raw ?? Buffer.from(JSON.stringify(event));
+  const source = SOURCES.find((s) => s.id === sourceId);
+  const id = tweak.id ?? ((event as { event_id?: string }).event_id || 'evt_1');
+  const signature = signWebhook({
+    scheme: tweak.scheme ?? source?.scheme ?? 'hmac-sha256',
+    secret: tweak.secret ?? SECRET_OF[sourceId] ?? 'not-a-secret-anyone-configured',
+    body,
+    id,
+    timestamp: tweak.timestamp ?? NOW,
+  });
+  const all: Record<string, string | string[] | undefined> = { ...signature, 'content-length': String(body.length), ...tweak.headers };
+  const headers: Record<string, string[]> = {};
+  for (const [name, value] of Object.entries(all)) if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value : [value];
+  return { headers, body };
+}
+
+class RecordingPublisher implements EventPublisher {
+  readonly records: PublishRecord[] = [];
+  constructor(private readonly failure?: Error) {}
+  async publish(record: PublishRecord): Promise<void> {
+    if (this.failure) throw this.failure;
+    this.records.push(record);
+  }
+}
+
+const covered = new Set<RejectionKind>();
+
+interface Run {
+  answer: Answer;
+  rejection: Rejection | undefined;
+  metrics: IngressMetrics;
+  registry: Registry;
+}
+
+/** What WebhookHandler does, minus the socket: every step in order, the first rejection answered. */
+async function run(sourceId: string, request: Signed, publisher: EventPublisher = new RecordingPublisher(), closing = false): Promise<Run> {
+  const registry = new Registry();
+  const metrics = createIngressMetrics(registry);
+  const done = (rejection: Rejection | undefined, answer: Answer): Run => {
+    if (rejection) {
+      covered.add(rejection.kind);
+      countRejection(metrics, rejection, options.sources.label(sourceId));
+    }
+    return { answer, rejection, metrics, registry };
+  };
+  const delivery = preflight(options, sourceId, request.headers, false, closing);
+  if ('kind' in delivery) return done(delivery, rejectionAnswer(delivery));
+  const verified = verify(delivery, request.body, clock, metrics);
+  if ('kind' in verified) return done(verified, rejectionAnswer(verified));
+  const event = parseAndMatch(delivery, verified, request.body, RECEIVED_AT, { maxDepth: 32 });
+  if ('kind' in event) return done(event, rejectionAnswer(event));
+  const refused = await publish(publisher, event, request.body);
+  return done(refused, refused ? rejectionAnswer(refused) : acceptedAnswer(event));
+}
+
+function delivered(sourceId: string, request: Signed): Delivery {
+  const delivery = preflight(options, sourceId, request.headers, true, false);
+  if ('kind' in delivery) throw new Error(`preflight refused: ${delivery.kind}`);
+  return delivery;
+}
+
+function verified(delivery: Delivery, body: Buffer): VerifiedSignature {
+  const result = verify(delivery, body, clock, createIngressMetrics(new Registry()));
+  if ('kind' in result) throw new Error(`verify refused: ${result.kind}`);
+  return result;
+}
+
+/** A counter's values by their label values joined with `|`; for a histogram, its observation counts. */
+async function counter(registry: Registry, name: string): Promise<Record<string, number>> {
+  const histogram = name.endsWith('_count');
+  const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === (histogram ? name.slice(0, -'_count'.length) : name));
+  const values = (metric?.values ?? []).filter((v) => !histogram || (v as { metricName?: string }).metricName === name);
+  return Object.fromEntries(values.map((v) => [Object.values(v.labels).join('|'), v.value]));
+}
+
+const json = (answer: Answer) => JSON.parse(answer.body) as { error?: string; message?: string; status?: string; event_id?: string };
+
+describe('accepted', () => {
+  it('publishes the raw bytes keyed by resource, with the event headers in their order, and answers 202', async () => {
+    const publisher = new RecordingPublisher();
+    const event = sampleThemeEvent({ event_id: 'evt_ok', idempotency_key: 'theme:x:v1' });
+    const request = signed('demo', event, { headers: { 'x-webhook-retry': '3', 'x-webhook-event': 'theme.updated', 'x-idempotency-key': 'theme:x:v1' } });
+    const { answer, rejection, registry } = await run('demo', request, publisher);
+    expect(rejection).toBeUndefined();
+    expect(answer).toMatchObject({ status: 202, reason: 'accepted', retryAfter: false, closeConnection: false });
+    expect(json(answer)).toEqual({ status: 'accepted', event_id: 'evt_ok' });
+    expect(answer.event).toMatchObject({ eventId: 'evt_ok', tenant: 'tenant_acme', resource: `tenant_acme/theme/${event.resource.id}`, typeLabel: 'theme.updated', deliveryAttempt: 3 });
+    const [record] = publisher.records;
+    expect(record!.key).toBe(`tenant_acme/theme/${event.resource.id}`);
+    expect(record!.value).toBe(request.body);
+    expect(Object.entries(record!.headers)).toEqual([
+      ['event-id', 'evt_ok'],
+      ['source', 'demo'],
+      ['received-at', RECEIVED_AT.toISOString()],
+      ['secret-id', 'demo-2026-01'],
+      ['body-sha256', answer.bodySha256],
+      ['event-type', 'theme.updated'],
+      ['idempotency-key', 'theme:x:v1'],
+      ['delivery-attempt', '3'],
+    ]);
+    expect(await counter(registry, 'webhook_signature_verifications_total')).toEqual({ 'demo|demo-2026-01': 1 });
+    expect(await counter(registry, 'webhook_clock_skew_seconds_count')).toEqual({ demo: 1 });
+  });
+
+  it.each([
+    ['demo-std', contractExampleEvent()],
+    ['demo-body', sampleThemeEvent({ event_id: 'evt_body' })],
+    ['demo-strict', contractExampleEvent()],
+  ])('accepts what %s signs with its own scheme', async (sourceId, event) => {
+    const { answer } = await run(sourceId, signed(sourceId, event));
+    expect(answer.status).toBe(202);
+  });
+
+  it('takes the id from X-Webhook-Event-Id, the contract spelling, when X-Webhook-Id is absent', async () => {
+    const request = signed('demo', sampleThemeEvent({ event_id: 'evt_alias' }), { headers: { 'x-webhook-id': undefined, 'x-webhook-event-id': 'evt_alias' } });
+    expect((await run('demo', request)).answer.status).toBe(202);
+  });
+
+  it('answers with no-store JSON, and Retry-After and Connection: close where the answer says so', () => {
+    const accepted = acceptedAnswer({ eventId: 'e' } as never);
+    expect(answerHeaders(accepted, '5', false)).toEqual({ 'content-type': 'application/json', 'cache-control': 'no-store' });
+    expect(answerHeaders(accepted, '5', true)).toEqual({ 'content-type': 'application/json', 'cache-control': 'no-store', connection: 'close' });
+    expect(answerHeaders(rejectionAnswer({ kind: 'inflight_body_bytes' }), '7', false)).toEqual({
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+      'retry-after': '7',
+      connection: 'close',
+    });
+  });
+});
+
+describe('preflight', () => {
+  it('refuses everything while shutting down, before looking at the request', async () => {
+    const { answer } = await run('demo', signed('demo'), undefined, true);
+    expect(answer).toMatchObject({ status: 503, reason: 'shutting_down', retryAfter: true, closeConnection: true });
+    expect(json(answer)).toEqual({ error: 'unavailable' });
+  });
+
+  it('refuses a declared body over the limit, and closes the connection', async () => {
+    const { answer } = await run('demo', signed('demo', undefined, { headers: { 'content-length': String(BODY_LIMIT + 1) } }));
+    expect(answer).toMatchObject({ status: 413, reason: 'body_too_large', closeConnection: true });
+    expect(json(answer)).toEqual({ error: 'payload_too_large' });
+  });
+
+  it('refuses a content type other than JSON; the connection closes only when the unread body has no bounded length', async () => {
+    const bounded = await run('demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain' } }));
+    expect(bounded.answer).toMatchObject({ status: 415, reason: 'unsupported_media_type', closeConnection: false });
+    expect(json(bounded.answer)).toEqual({ error: 'unsupported_media_type' });
+    const chunked = await run('demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }));
+    expect(chunked.answer.closeConnection).toBe(true);
+    const complete = preflight(options, 'demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }).headers, true, false);
+    expect(rejectionAnswer(complete as Rejection).closeConnection).toBe(false);
+  });
+
+  it.each([
+    ['demo', 'x-webhook-id'],
+    ['demo', 'x-webhook-timestamp'],
+    ['demo', 'x-webhook-signature'],
+    ['demo-std', 'webhook-timestamp'],
+    ['demo-body', 'x-webhook-signature'],
+  ])('%s: a missing %s is a 400 counted as a signature failure', async (sourceId, header) => {
+    const { answer, registry } = await run(sourceId, signed(sourceId, undefined, { headers: { [header]: undefined } }));
+    expect(answer).toMatchObject({ status: 400, reason: 'missing_header' });
+    expect(json(answer)).toEqual({ error: 'bad_request', message: `missing header: ${header}` });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ [`${sourceId}|missing_header`]: 1 });
+  });
+
+  it('an empty required header counts as missing', async () => {
+    const { answer } = await run('demo', signed('demo', undefined, { headers: { 'x-webhook-signature': '' } }));
+    expect(json(answer)).toEqual({ error: 'bad_request', message: 'missing header: x-webhook-signature' });
+  });
+
+  it('a repeated required header is a 400 counted as a signature failure', async () => {
+    const { answer, registry } = await run('demo', signed('demo', undefined, { headers: { 'x-webhook-id': ['evt_1', 'evt_1'] } }));
+    expect(answer).toMatchObject({ status: 400, reason: 'repeated_header' });
+    expect(json(answer)).toEqual({ error: 'bad_request', message: 'repeated header: x-webhook-id' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ 'demo|repeated_header': 1 });
+  });
+
+  it('a repeated optional header is a 400 not counted as a signature failure', async () => {
+    const { answer, rejection, registry } = await run('demo', signed('demo', undefined, { headers: { 'x-idempotency-key': ['a', 'b'] } }));
+    expect(rejection?.kind).toBe('repeated_optional_header');
+    expect(answer).toMatchObject({ status: 400, reason: 'repeated_header' });
+    expect(json(answer)).toEqual({ error: 'bad_request', message: 'repeated header' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({});
+  });
+
+  it('refuses both id spellings with different values', async () => {
+    const { answer } = await run('demo', signed('demo', undefined, { headers: { 'x-webhook-event-id': 'evt_other' } }));
+    expect(answer).toMatchObject({ status: 400, reason: 'event_id_mismatch' });
+    expect(json(answer)).toEqual({ error: 'event_id_mismatch', message: 'x-webhook-id and x-webhook-event-id differ' });
+  });
+
+  it.each(['abc', '-1', '1.5', '1234567890'])('refuses X-Webhook-Retry %j', async (value) => {
+    const { answer } = await run('demo', signed('demo', undefined, { headers: { 'x-webhook-retry': value } }));
+    expect(answer).toMatchObject({ status: 400, reason: 'malformed_retry_header' });
+    expect(json(answer)).toEqual({ error: 'bad_request', message: 'x-webhook-retry must be a non-negative integer' });
+  });
+
+  it('answers a body read that ran over the limit or the in-flight budget, and nobody when the client left', async () => {
+    const tooLarge = bodyRejection({ kind: 'too_large' })!;
+    covered.add(tooLarge.kind);
+    expect(rejectionAnswer(tooLarge)).toMatchObject({ status: 413, reason: 'body_too_large', closeConnection: true });
+
+    const overBudget = bodyRejection({ kind: 'over_budget' })!;
+    covered.add(overBudget.kind);
+    expect(rejectionAnswer(overBudget)).toMatchObject({ status: 503, reason: 'inflight_body_bytes', retryAfter: true, closeConnection: true });
+    expect(json(rejectionAnswer(overBudget))).toEqual({ error: 'unavailable' });
+    const registry = new Registry();
+    countRejection(createIngressMetrics(registry), overBudget, 'demo');
+    expect(await counter(registry, 'webhook_overload_refusals_total')).toEqual({ inflight_body_bytes: 1 });
+
+    expect(bodyRejection({ kind: 'aborted' })).toBeUndefined();
+  });
+});
+
+describe('verify', () => {
+  it('answers an unknown source like a bad signature, after the same work', async () => {
+    const { answer, registry } = await run('nobody', signed('nobody'));
+    expect(answer).toMatchObject({ status: 401, reason: 'unknown_source' });
+    expect(json(answer)).toEqual({ error: 'unauthorized' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ 'unknown|unknown_source': 1 });
+    // Even signed with the secret of a configured source.
+    expect((await run('nobody', signed('nobody', undefined, { secret: SECRETS.DEMO_SECRET }))).answer.reason).toBe('unknown_source');
+  });
+
+  it.each([
+    ['signature_malformed_timestamp', 'malformed_timestamp', { headers: { 'x-webhook-timestamp': 'soon' } }],
+    ['signature_timestamp_out_of_window', 'timestamp_out_of_window', { timestamp: NOW - 301 }],
+    ['signature_malformed_signature', 'malformed_signature', { headers: { 'x-webhook-signature': 'v1=zz' } }],
+    ['signature_no_matching_signature', 'no_matching_signature', { secret: 'another-long-enough-secret' }],
+  ] as const)('%s: 401, the reason only in metrics and logs', async (kind, reason, tweak) => {
+    const { answer, rejection, registry } = await run('demo', signed('demo', undefined, tweak));
+    expect(rejection?.kind).toBe(kind);
+    expect(answer).toMatchObject({ status: 401, reason, retryAfter: false, closeConnection: false });
+    expect(json(answer)).toEqual({ error: 'unauthorized' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ [`demo|${reason}`]: 1 });
+  });
+
+  it('observes the clock skew of a known source, also when the timestamp is out of the window', async () => {
+    const { registry } = await run('demo', signed('demo', undefined, { timestamp: NOW - 301 }));
+    expect(await counter(registry, 'webhook_clock_skew_seconds_count')).toEqual({ demo: 1 });
+  });
+
+  it('refuses a delivery without a signature (preflight refuses it first; verify does not rely on that)', () => {
+    const request = signed('demo');
+    const rejection = verify({ ...delivered('demo', request), signature: '' }, request.body, clock, createIngressMetrics(new Registry()));
+    expect(rejection).toEqual({ kind: 'signature_missing_header' });
+    covered.add('signature_missing_header');
+    expect(rejectionAnswer(rejection as Rejection)).toMatchObject({ status: 401, reason: 'missing_header', body: '{"error":"unauthorized"}' });
+  });
+});
+
+describe('parse and match', () => {
+  const deep = (levels: number): unknown => (levels === 0 ? 1 : { a: deep(levels - 1) });
+  it.each([
+    ['invalid_utf8', 400, Buffer.from([0x7b, 0xff, 0x7d])],
+    ['invalid_json', 400, Buffer.from('{"event_id":')],
+    ['too_deep', 400, Buffer.from(JSON.stringify(sampleThemeEvent({ event_id: 'evt_1', data: deep(40) as never })))],
+    ['forbidden_key', 400, Buffer.from('{"event_id":"evt_1","constructor":{}}')],
+    ['invalid_string', 422, Buffer.from(JSON.stringify(sampleThemeEvent({ event_id: 'evt_1', tenant_id: 'tenant_\u0000' })))],
+    ['unknown_event_version', 422, Buffer.from(JSON.stringify(sampleThemeEvent({ event_id: 'evt_1', event_version: 2 as never })))],
+    ['invalid_envelope', 422, Buffer.from(JSON.stringify({ ...sampleThemeEvent({ event_id: 'evt_1' }), occurred_at: 'yesterday' }))],
+    ['invalid_data', 422, Buffer.from(JSON.stringify(sampleThemeEvent({ event_id: 'evt_1', event_type: 'theme.deleted' })))],
+  ] as const)('%s: %i with the parser message and the body digest', async (code, status, raw) => {
+    const { answer, rejection } = await run('demo', signed('demo', undefined, { raw, id: 'evt_1' }));
+    expect(rejection?.kind).toBe(code);
+    expect(answer).toMatchObject({ status, reason: code, event: undefined });
+    expect(json(answer)).toEqual({ error: code, message: (rejection as { message: string }).message });
+    expect(answer.bodySha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  const mismatches: Array<[RejectionKind, number, SampleThemeEventOverrides, Record<string, string>, string, string]> = [
+    ['event_id_mismatch', 400, { event_id: 'evt_body' }, {}, 'event_id_mismatch', 'x-webhook-id must equal event_id'],
+    ['event_type_mismatch', 400, {}, { 'x-webhook-event': 'theme.deleted' }, 'event_type_mismatch', 'x-webhook-event must equal event_type'],
+    ['idempotency_key_mismatch', 400, { idempotency_key: 'k1' }, { 'x-idempotency-key': 'k2' }, 'idempotency_key_mismatch', 'x-idempotency-key must equal idempotency_key'],
+    ['tenant_not_allowed', 403, { tenant_id: 'tenant_other' }, {}, 'forbidden', 'source may not publish for this tenant'],
+  ];
+  it.each(mismatches)('%s: %i', async (kind, status, overrides, headers, code, message) => {
+    const request = signed('demo', sampleThemeEvent({ event_id: 'evt_1', ...overrides }), { id: 'evt_1', headers });
+    const { answer, rejection } = await run('demo', request);
+    expect(rejection?.kind).toBe(kind);
+    expect(answer).toMatchObject({ status, reason: kind, closeConnection: false });
+    expect(json(answer)).toEqual({ error: code, message });
+    // Known from the envelope: the request line names the event.
+    expect(answer.event).toMatchObject({ tenant: overrides.tenant_id ?? 'tenant_acme', typeLabel: 'theme.updated' });
+    expect(answer.bodySha256).toBe(answer.event!.bodySha256);
+  });
+
+  it('a resource type the source does not publish: 422, and its event type never becomes a label', async () => {
+    const request = signed('demo-std', sampleThemeEvent({ event_id: 'evt_1', event_type: 'palette.updated', resource: { type: 'palette' }, data: {} }));
+    const { answer } = await run('demo-std', request);
+    expect(answer).toMatchObject({ status: 422, reason: 'resource_type_not_allowed' });
+    expect(json(answer)).toEqual({ error: 'resource_type_not_allowed', message: 'resource type "palette" is not one this source publishes (theme)' });
+    expect(answer.event?.typeLabel).toBeUndefined();
+  });
+
+  it('a source with a strict schema refuses a snapshot that breaks it (invalid_data, reason strict_schema)', async () => {
+    const event = contractExampleEvent();
+    const request = signed('demo-strict', { ...event, data: { ...event.data, extra: true } });
+    const { answer } = await run('demo-strict', request);
+    expect(answer).toMatchObject({ status: 422, reason: 'strict_schema' });
+    expect(json(answer).error).toBe('invalid_data');
+    expect(json(answer).message).toMatch(/additional properties/);
+    // A delete carries no snapshot to police.
+    const deleted = { ...event, event_type: 'theme.deleted', data: {} };
+    expect((await run('demo-strict', signed('demo-strict', deleted))).answer.status).toBe(202);
+  });
+
+  it('parses with the configured depth limit', () => {
+    const request = signed('demo', sampleThemeEvent({ event_id: 'evt_1', data: deep(3) as never }));
+    const delivery = delivered('demo', request);
+    const result = parseAndMatch(delivery, verified(delivery, request.body), request.body, RECEIVED_AT, { maxDepth: 2 });
+    expect(result).toMatchObject({ kind: 'too_deep' });
+  });
+});
+
+describe('publish', () => {
+  it.each([
+    ['record_too_large', 413, 'payload_too_large', false],
+    ['broker_unavailable', 503, 'unavailable', true],
+    ['ack_timeout', 503, 'unavailable', true],
+    ['shutting_down', 503, 'unavailable', true],
+  ] as const)('%s: %i %s', async (code: PublishErrorCode, status, error, retryAfter) => {
+    const { answer, rejection } = await run('demo', signed('demo'), new RecordingPublisher(new PublishError(code, 'no')));
+    expect(rejection?.kind).toBe(code);
+    expect(answer).toMatchObject({ status, reason: code, retryAfter });
+    expect(json(answer)).toEqual({ error });
+    expect(answer.event?.eventId).toBe('evt_1');
+  });
+
+  it('throws what is not a PublishError (the handler answers 500 internal_error)', async () => {
+    await expect(run('demo', signed('demo'), new RecordingPublisher(new TypeError('bug')))).rejects.toThrow('bug');
+    const internal = rejectionAnswer({ kind: 'internal_error' });
+    covered.add('internal_error');
+    expect(internal).toMatchObject({ status: 500, reason: 'internal_error', body: '{"error":"internal_error"}', event: undefined, bodySha256: undefined });
+  });
+});
+
+describe('the rejection table', () => {
+  // The statuses and bodies the ingress answered before the pipeline had a table.
+  const expected: Record<RejectionKind, [number, string]> = {
+    shutting_down: [503, 'unavailable'],
+    body_too_large: [413, 'payload_too_large'],
+    unsupported_media_type: [415, 'unsupported_media_type'],
+    missing_header: [400, 'bad_request'],
+    repeated_header: [400, 'bad_request'],
+    repeated_optional_header: [400, 'bad_request'],
+    event_id_headers_differ: [400, 'event_id_mismatch'],
+    malformed_retry_header: [400, 'bad_request'],
+    inflight_body_bytes: [503, 'unavailable'],
+    unknown_source: [401, 'unauthorized'],
+    signature_missing_header: [401, 'unauthorized'],
+    signature_malformed_timestamp: [401, 'unauthorized'],
+    signature_timestamp_out_of_window: [401, 'unauthorized'],
+    signature_malformed_signature: [401, 'unauthorized'],
+    signature_no_matching_signature: [401, 'unauthorized'],
+    invalid_utf8: [400, 'invalid_utf8'],
+    invalid_json: [400, 'invalid_json'],
+    too_deep: [400, 'too_deep'],
+    forbidden_key: [400, 'forbidden_key'],
+    invalid_string: [422, 'invalid_string'],
+    unknown_event_version: [422, 'unknown_event_version'],
+    invalid_envelope: [422, 'invalid_envelope'],
+    invalid_data: [422, 'invalid_data'],
+    event_id_mismatch: [400, 'event_id_mismatch'],
+    event_type_mismatch: [400, 'event_type_mismatch'],
+    idempotency_key_mismatch: [400, 'idempotency_key_mismatch'],
+    resource_type_not_allowed: [422, 'resource_type_not_allowed'],
+    tenant_not_allowed: [403, 'forbidden'],
+    strict_schema: [422, 'invalid_data'],
+    record_too_large: [413, 'payload_too_large'],
+    broker_unavailable: [503, 'unavailable'],
+    ack_timeout: [503, 'unavailable'],
+    not_found: [404, 'not_found'],
+    internal_error: [500, 'internal_error'],
+  };
+
+  it('answers every kind with the status and body code it had', () => {
+    const table = Object.fromEntries(Object.entries(REJECTIONS).map(([kind, row]) => [kind, [row.status, row.code]]));
+    expect(table).toEqual(expected);
+    covered.add('not_found');
+  });
+});
+
+afterAll(() => {
+  // Every row is reached by a test above (not_found only through the table: express answers it).
+  expect([...covered].sort()).toEqual(Object.keys(REJECTIONS).sort());
+});

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import { SIGNATURE_HEADERS, type SignatureHeaderNames } from '#domain/signing/index.ts';
+import type { WebhookSource } from '#domain/sources/index.ts';
+import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
+import type { Rejection } from './rejections.ts';
+
+export const OPTIONAL_HEADERS = {
+  eventType: 'x-webhook-event',
+  idempotencyKey: 'x-idempotency-key',
+  // The provider's attempt number for this delivery (1 = first); recorded, never trusted for anything else.
+  retry: 'x-webhook-retry',
+} as const;
+// Providers that follow the contract's other spelling send the id as X-Webhook-Event-Id.
+const ID_HEADER_ALIASES: Readonly<Record<string, string>> = { 'x-webhook-id': 'x-webhook-event-id' };
+const RETRY_VALUE = /^\d{1,9}$/;
+
+/** The configured sources by id, and the stand-in every other id is checked against. */
+export class SourceDirectory {
+  /**
+   * An unknown source id goes through exactly what a source of the default scheme does with a
+   * request it cannot verify (header checks, the body read, an HMAC) and gets the same 401: the
+   * answers do not tell which ids exist. Its secret is random and never matches; even if it did,
+   * the answer is 401.
+   */
+  readonly unknown: WebhookSource = {
+    id: 'unknown',
+    scheme: 'hmac-sha256',
+    secrets: [{ id: 'unknown', value: randomBytes(32).toString('hex') }],
+    tenants: [],
+    toleranceSeconds: 300,
+    resourceTypes: [],
+  };
+  private readonly byId: ReadonlyMap<string, WebhookSource>;
+
+  constructor(sources: readonly WebhookSource[]) {
+    this.byId = new Map(sources.map((s) => [s.id, s]));
+  }
+
+  get ids(): string[] {
+    return [...this.byId.keys()];
+  }
+
+  lookup(id: string): WebhookSource {
+    return this.byId.get(id) ?? this.unknown;
+  }
+
+  /** The `source` metric label and log field: configured ids only, so label values stay bounded. */
+  label(id: string): string {
+    return this.byId.has(id) ? id : 'unknown';
+  }
+}
+
+export interface PreflightOptions {
+  sources: SourceDirectory;
+  bodyLimitBytes: number;
+}
+
+/** A request whose headers passed: what verify needs, and what parse checks the envelope against. */
+export interface Delivery {
+  source: WebhookSource;
+  /** false: `source` is the directory's stand-in for an id nobody configured. */
+  known: boolean;
+  names: SignatureHeaderNames;
+  id: string;
+  /** Absent for a scheme that signs no timestamp. */
+  timestamp: string | undefined;
+  signature: string;
+  eventType: string | undefined;
+  idempotencyKey: string | undefined;
+  deliveryAttempt: number | undefined;
+  /** The Content-Length, at most bodyLimitBytes; taken from the body budget before a byte is read. */
+  declaredBytes: number | undefined;
+}
+
+const SHUTTING_DOWN: Rejection = { kind: 'shutting_down' };
+const BODY_TOO_LARGE: Rejection = { kind: 'body_too_large' };
+const INFLIGHT_BODY_BYTES: Rejection = { kind: 'inflight_body_bytes' };
+
+/**
+ * Everything decided from the request line and headers alone, before a byte of the body is read
+ * or trusted. `bodyComplete` is node:http's req.complete (the body is already in, or there is none).
+ */
+export function preflight(
+  options: PreflightOptions,
+  sourceId: string,
+  headers: RequestHeaders,
+  bodyComplete: boolean,
+  closing: boolean,
+): Delivery | Rejection {
+  const limit = options.bodyLimitBytes;
+  const declared = singleHeader(headers, 'content-length');
+  const declaredBytes = declared.ok && declared.value !== undefined ? Number(declared.value) : undefined;
+  const bodyUnbounded = !bodyComplete && (declaredBytes === undefined || declaredBytes > limit);
+  if (closing) return SHUTTING_DOWN;
+  if (declaredBytes !== undefined && declaredBytes > limit) return BODY_TOO_LARGE;
+  if (!isJsonContentType(headers)) return { kind: 'unsupported_media_type', bodyUnbounded };
+
+  const source = options.sources.lookup(sourceId);
+  const names = SIGNATURE_HEADERS[source.scheme];
+  const id = idHeader(headers, names.id);
+  const timestamp = names.timestamp === undefined ? undefined : singleHeader(headers, names.timestamp);
+  const signature = singleHeader(headers, names.signature);
+  const problem =
+    requiredHeader(names.id, id, bodyUnbounded) ??
+    (names.timestamp === undefined ? undefined : requiredHeader(names.timestamp, timestamp!, bodyUnbounded)) ??
+    requiredHeader(names.signature, signature, bodyUnbounded);
+  if (problem !== undefined) return problem;
+  if (id.conflict) return { kind: 'event_id_headers_differ', header: names.id, alias: ID_HEADER_ALIASES[names.id]!, bodyUnbounded };
+
+  const eventType = singleHeader(headers, OPTIONAL_HEADERS.eventType);
+  const idempotencyKey = singleHeader(headers, OPTIONAL_HEADERS.idempotencyKey);
+  const retry = singleHeader(headers, OPTIONAL_HEADERS.retry);
+  if (!eventType.ok || !idempotencyKey.ok || !retry.ok) return { kind: 'repeated_optional_header', bodyUnbounded };
+  if (retry.value !== undefined && !RETRY_VALUE.test(retry.value)) return { kind: 'malformed_retry_header', header: OPTIONAL_HEADERS.retry, bodyUnbounded };
+
+  return {
+    source,
+    known: source !== options.sources.unknown,
+    names,
+    // requiredHeader refused an absent or empty id, timestamp or signature.
+    id: id.value!,
+    timestamp: timestamp?.value,
+    signature: signature.value!,
+    eventType: eventType.value,
+    idempotencyKey: idempotencyKey.value,
+    deliveryAttempt: retry.value === undefined ? undefined : Number(retry.value),
+    declaredBytes,
+  };
+}
+
+/** The answer to a body read that did not produce a body; undefined when the client went away (nobody to answer). */
+export function bodyRejection(read: Exclude<BodyResult, { kind: 'ok' }>): Rejection | undefined {
+  if (read.kind === 'too_large') return BODY_TOO_LARGE;
+  if (read.kind === 'over_budget') return INFLIGHT_BODY_BYTES;
+  return undefined;
+}
+
+function requiredHeader(name: string, header: HeaderResult, bodyUnbounded: boolean): Rejection | undefined {
+  if (header.ok && header.value !== undefined && header.value !== '') return undefined;
+  return { kind: header.ok ? 'missing_header' : 'repeated_header', header: name, bodyUnbounded };
+}
+
+/** The id header, or its alias; `conflict` when both are sent with different values. */
+function idHeader(headers: RequestHeaders, name: string): HeaderResult & { conflict?: boolean } {
+  const primary = singleHeader(headers, name);
+  const aliasName = ID_HEADER_ALIASES[name];
+  if (aliasName === undefined || !primary.ok) return primary;
+  const alias = singleHeader(headers, aliasName);
+  if (!alias.ok) return alias;
+  if (primary.value === undefined) return alias;
+  if (alias.value !== undefined && alias.value !== primary.value) return { ...primary, conflict: true };
+  return primary;
+}

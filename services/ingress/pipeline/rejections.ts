@@ -1,0 +1,141 @@
+import type { ParseErrorCode } from '#domain/contract/index.ts';
+import type { SignatureFailureReason } from '#domain/signing/index.ts';
+import type { PublishErrorCode } from '../publisher.ts';
+import type { MatchedEvent } from './parse.ts';
+
+// Every way the ingress refuses a request, and the one table that says how each is answered.
+
+/**
+ * Refused before the body is read: node:http discards a body of known, bounded length and keeps
+ * the connection; a body of unknown or excessive length (bodyUnbounded) is cut off with it.
+ */
+interface BeforeBody {
+  bodyUnbounded: boolean;
+}
+
+/** Refused once the envelope is known: the request line names the event. */
+interface AboutEvent {
+  event: MatchedEvent;
+}
+
+type Plain<K extends string> = K extends string ? { kind: K } : never;
+
+/** What verifySignature refuses, one kind per reason (all answered alike: the reason helps a forger). */
+export type SignatureRejectionKind = `signature_${SignatureFailureReason}`;
+
+type ParseRejection<K extends ParseErrorCode = ParseErrorCode> = K extends ParseErrorCode ? { kind: K; message: string; bodySha256: string } : never;
+
+type PublishRejection<K extends PublishErrorCode = PublishErrorCode> = K extends PublishErrorCode ? { kind: K } & AboutEvent : never;
+
+export type Rejection =
+  // preflight
+  | { kind: 'shutting_down' }
+  | { kind: 'body_too_large' }
+  | ({ kind: 'unsupported_media_type' } & BeforeBody)
+  | ({ kind: 'missing_header'; header: string } & BeforeBody)
+  | ({ kind: 'repeated_header'; header: string } & BeforeBody)
+  | ({ kind: 'repeated_optional_header' } & BeforeBody)
+  | ({ kind: 'event_id_headers_differ'; header: string; alias: string } & BeforeBody)
+  | ({ kind: 'malformed_retry_header'; header: string } & BeforeBody)
+  | { kind: 'inflight_body_bytes' }
+  // verify
+  | { kind: 'unknown_source' }
+  | Plain<SignatureRejectionKind>
+  // parse and match
+  | ParseRejection
+  | ({ kind: 'event_id_mismatch'; header: string } & AboutEvent)
+  | ({ kind: 'event_type_mismatch'; header: string } & AboutEvent)
+  | ({ kind: 'idempotency_key_mismatch'; header: string } & AboutEvent)
+  | ({ kind: 'resource_type_not_allowed'; resourceType: string; allowed: readonly string[] } & AboutEvent)
+  | ({ kind: 'tenant_not_allowed' } & AboutEvent)
+  | ({ kind: 'strict_schema'; problem: string } & AboutEvent)
+  // publish (shutting_down again: the publisher closed after the request was let in)
+  | PublishRejection
+  // the adapters
+  | { kind: 'not_found' }
+  | { kind: 'internal_error' };
+
+export type RejectionKind = Rejection['kind'];
+
+export interface RejectionAnswer<R extends Rejection = Rejection> {
+  status: number;
+  /**
+   * The `reason` of the request log line; also the `reason` label where the rejection is counted
+   * (webhook_signature_failures_total, webhook_overload_refusals_total).
+   */
+  reason: string;
+  /** The body's `error`. */
+  code: string;
+  /** The body's `message`, when it has one. */
+  message?: string | ((rejection: R) => string);
+  /** Answered with Retry-After (the condition is expected to pass). */
+  retryAfter?: true;
+  /** The connection is closed whether or not the body was read. */
+  closeConnection?: true;
+  /** Counted in webhook_signature_failures_total (refused before or during verification). */
+  signatureFailure?: true;
+  /** Counted in webhook_overload_refusals_total. */
+  overload?: true;
+}
+
+const UNAUTHORIZED = { status: 401, code: 'unauthorized', signatureFailure: true } as const;
+const UNAVAILABLE = { status: 503, code: 'unavailable', retryAfter: true } as const;
+
+/**
+ * kind -> how it is answered. The caller learns only the status and the body: which check of the
+ * signature failed goes to logs and metrics only, and an unknown source is answered like a bad
+ * signature, so the answers do not tell which source ids exist.
+ */
+export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extract<Rejection, { kind: K }>> } = {
+  shutting_down: { ...UNAVAILABLE, reason: 'shutting_down', closeConnection: true },
+  body_too_large: { status: 413, reason: 'body_too_large', code: 'payload_too_large', closeConnection: true },
+  unsupported_media_type: { status: 415, reason: 'unsupported_media_type', code: 'unsupported_media_type' },
+  missing_header: { status: 400, reason: 'missing_header', code: 'bad_request', message: (r) => `missing header: ${r.header}`, signatureFailure: true },
+  repeated_header: { status: 400, reason: 'repeated_header', code: 'bad_request', message: (r) => `repeated header: ${r.header}`, signatureFailure: true },
+  repeated_optional_header: { status: 400, reason: 'repeated_header', code: 'bad_request', message: 'repeated header' },
+  event_id_headers_differ: { status: 400, reason: 'event_id_mismatch', code: 'event_id_mismatch', message: (r) => `${r.header} and ${r.alias} differ` },
+  malformed_retry_header: { status: 400, reason: 'malformed_retry_header', code: 'bad_request', message: (r) => `${r.header} must be a non-negative integer` },
+  inflight_body_bytes: { ...UNAVAILABLE, reason: 'inflight_body_bytes', closeConnection: true, overload: true },
+
+  unknown_source: { ...UNAUTHORIZED, reason: 'unknown_source' },
+  signature_missing_header: { ...UNAUTHORIZED, reason: 'missing_header' },
+  signature_malformed_timestamp: { ...UNAUTHORIZED, reason: 'malformed_timestamp' },
+  signature_timestamp_out_of_window: { ...UNAUTHORIZED, reason: 'timestamp_out_of_window' },
+  signature_malformed_signature: { ...UNAUTHORIZED, reason: 'malformed_signature' },
+  signature_no_matching_signature: { ...UNAUTHORIZED, reason: 'no_matching_signature' },
+
+  // Not JSON, or not a structure anyone should read: 400. JSON that breaks the contract: 422.
+  invalid_utf8: { status: 400, reason: 'invalid_utf8', code: 'invalid_utf8', message: (r) => r.message },
+  invalid_json: { status: 400, reason: 'invalid_json', code: 'invalid_json', message: (r) => r.message },
+  too_deep: { status: 400, reason: 'too_deep', code: 'too_deep', message: (r) => r.message },
+  forbidden_key: { status: 400, reason: 'forbidden_key', code: 'forbidden_key', message: (r) => r.message },
+  invalid_string: { status: 422, reason: 'invalid_string', code: 'invalid_string', message: (r) => r.message },
+  unknown_event_version: { status: 422, reason: 'unknown_event_version', code: 'unknown_event_version', message: (r) => r.message },
+  invalid_envelope: { status: 422, reason: 'invalid_envelope', code: 'invalid_envelope', message: (r) => r.message },
+  invalid_data: { status: 422, reason: 'invalid_data', code: 'invalid_data', message: (r) => r.message },
+  event_id_mismatch: { status: 400, reason: 'event_id_mismatch', code: 'event_id_mismatch', message: (r) => `${r.header} must equal event_id` },
+  event_type_mismatch: { status: 400, reason: 'event_type_mismatch', code: 'event_type_mismatch', message: (r) => `${r.header} must equal event_type` },
+  idempotency_key_mismatch: {
+    status: 400,
+    reason: 'idempotency_key_mismatch',
+    code: 'idempotency_key_mismatch',
+    message: (r) => `${r.header} must equal idempotency_key`,
+  },
+  resource_type_not_allowed: {
+    status: 422,
+    reason: 'resource_type_not_allowed',
+    code: 'resource_type_not_allowed',
+    message: (r) => `resource type "${r.resourceType}" is not one this source publishes (${r.allowed.join(', ')})`,
+  },
+  tenant_not_allowed: { status: 403, reason: 'tenant_not_allowed', code: 'forbidden', message: 'source may not publish for this tenant' },
+  strict_schema: { status: 422, reason: 'strict_schema', code: 'invalid_data', message: (r) => r.problem },
+
+  // A record the broker refuses for its size would be refused again: 413, no Retry-After.
+  record_too_large: { status: 413, reason: 'record_too_large', code: 'payload_too_large' },
+  broker_unavailable: { ...UNAVAILABLE, reason: 'broker_unavailable' },
+  ack_timeout: { ...UNAVAILABLE, reason: 'ack_timeout' },
+
+  // Answered by express (its own JSON headers), from this row.
+  not_found: { status: 404, reason: 'not_found', code: 'not_found' },
+  internal_error: { status: 500, reason: 'internal_error', code: 'internal_error' },
+};
