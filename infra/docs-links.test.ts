@@ -85,7 +85,8 @@ function brokenLinks(file: string): string[] {
     }
     if (fragment && resolved.endsWith('.md') && statSync(resolved).isFile()) {
       const anchors = headingAnchors(readFileSync(resolved, 'utf8'));
-      if (!anchors.has(fragment.toLowerCase())) problems.push(`${file}:${line}: ${target} (no heading #${fragment} in ${path.relative(repoRoot, resolved)})`);
+      if (!anchors.has(fragment.toLowerCase()))
+        problems.push(`${file}:${line}: ${target} (no heading #${fragment} in ${path.relative(repoRoot, resolved)})`);
     }
   }
   return problems;
@@ -110,12 +111,16 @@ describe('README.md and docs/', () => {
 
 describe('link parsing', () => {
   it('finds inline, image and reference links outside code', () => {
-    const md = ['See [a](docs/a.md#x) and ![i](img.png "t").', '`[not](code.md)`', '```', '[no](fence.md)', '```', '[ref]: ../b.md'].join('\n');
+    const md = ['See [a](docs/a.md#x) and ![i](img.png "t").', '`[not](code.md)`', '```', '[no](fence.md)', '```', '[ref]: ../b.md'].join(
+      '\n',
+    );
     expect(linkTargets(md).map((l) => l.target)).toEqual(['docs/a.md#x', 'img.png', '../b.md']);
   });
 
   it('gives headings the anchors GitHub gives them', () => {
-    const anchors = headingAnchors('# CLI reference: `bridge`\n## The operator CLI (`bridge`)\n## Every command\n## Every command\n```\n# not a heading\n```');
+    const anchors = headingAnchors(
+      '# CLI reference: `bridge`\n## The operator CLI (`bridge`)\n## Every command\n## Every command\n```\n# not a heading\n```',
+    );
     expect([...anchors]).toEqual(['cli-reference-bridge', 'the-operator-cli-bridge', 'every-command', 'every-command-1']);
   });
 });

@@ -47,7 +47,10 @@ try {
 }
 
 const child = spawnService(spec, env);
-logger.info({ child: spec.kind, pid: child.pid, admin_port: Number(env.ADMIN_PORT) }, `${spec.kind} started (pid ${child.pid}, admin port ${env.ADMIN_PORT})`);
+logger.info(
+  { child: spec.kind, pid: child.pid, admin_port: Number(env.ADMIN_PORT) },
+  `${spec.kind} started (pid ${child.pid}, admin port ${env.ADMIN_PORT})`,
+);
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   // Once: npm and tsx relay a Ctrl-C to this process as well, and a repeated signal would kill the

@@ -22,10 +22,20 @@ export interface ServiceSpec {
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   // A bounded young generation keeps the ingress's RSS under 200 MB at full load; 18 MB semi-spaces
   // scavenge less often than 16 for about 25 MB more (20 reached 201 MB; bench/results/ingress.md).
-  ingress: { kind: 'ingress', main: 'services/ingress/main.ts', nodeArgs: ['--max-semi-space-size=18'], defaultAdminPort: DEFAULTS.adminPort.ingress },
+  ingress: {
+    kind: 'ingress',
+    main: 'services/ingress/main.ts',
+    nodeArgs: ['--max-semi-space-size=18'],
+    defaultAdminPort: DEFAULTS.adminPort.ingress,
+  },
   // A larger young generation for the worker: its batches allocate a lot of short-lived objects
   // (measured in bench/results/worker.md).
-  worker: { kind: 'worker', main: 'services/worker/main.ts', nodeArgs: ['--max-semi-space-size=64'], defaultAdminPort: DEFAULTS.adminPort.worker },
+  worker: {
+    kind: 'worker',
+    main: 'services/worker/main.ts',
+    nodeArgs: ['--max-semi-space-size=64'],
+    defaultAdminPort: DEFAULTS.adminPort.worker,
+  },
 };
 
 /** Starts the service as a child process (stdout and stderr shared with this one). */

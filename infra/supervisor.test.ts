@@ -87,7 +87,15 @@ describe('Supervisor', () => {
     expect(supervisor.state).toBe('waiting');
     expect(supervisor.pid).toBeUndefined();
     const exit = lines.find((l) => l.level === 'error')!;
-    expect(exit.fields).toMatchObject({ child: 'worker', pid: 1000, code: null, signal: 'SIGKILL', uptime_ms: 5000, restart: 1, delay_ms: 1000 });
+    expect(exit.fields).toMatchObject({
+      child: 'worker',
+      pid: 1000,
+      code: null,
+      signal: 'SIGKILL',
+      uptime_ms: 5000,
+      restart: 1,
+      delay_ms: 1000,
+    });
     expect(exit.msg).toBe('worker exited (signal SIGKILL) after 5000 ms; restart 1 in 1000 ms');
 
     clock.advance(999);

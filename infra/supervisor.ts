@@ -132,8 +132,14 @@ export class Supervisor {
     const delayMs = restartDelayMs(this.failuresInARow, this.policy);
     log.error(
       {
-        child: name, pid: child.pid, code, signal, uptime_ms: uptimeMs,
-        restart: this.restarts + 1, failures_in_a_row: this.failuresInARow, delay_ms: delayMs,
+        child: name,
+        pid: child.pid,
+        code,
+        signal,
+        uptime_ms: uptimeMs,
+        restart: this.restarts + 1,
+        failures_in_a_row: this.failuresInARow,
+        delay_ms: delayMs,
       },
       `${name} exited (${how}) after ${uptimeMs} ms; restart ${this.restarts + 1} in ${delayMs} ms`,
     );
@@ -141,7 +147,10 @@ export class Supervisor {
     this.restartTimer = this.clock.setTimeout(() => {
       this.restartTimer = undefined;
       if (this._state !== 'waiting') return;
-      log.warn({ child: name, restart: this.restarts + 1, delay_ms: delayMs }, `restarting ${name} (restart ${this.restarts + 1}, after ${delayMs} ms)`);
+      log.warn(
+        { child: name, restart: this.restarts + 1, delay_ms: delayMs },
+        `restarting ${name} (restart ${this.restarts + 1}, after ${delayMs} ms)`,
+      );
       this.launch();
     }, delayMs);
   }
@@ -166,7 +175,10 @@ export class Supervisor {
     child.kill(signal);
     const killTimer = this.clock.setTimeout(() => {
       if (this.current === child) {
-        this.options.log.warn({ child: this.options.name, pid: child.pid }, `${this.options.name} still running after ${this.killAfterMs} ms; SIGKILL`);
+        this.options.log.warn(
+          { child: this.options.name, pid: child.pid },
+          `${this.options.name} still running after ${this.killAfterMs} ms; SIGKILL`,
+        );
         child.kill('SIGKILL');
       }
     }, this.killAfterMs);

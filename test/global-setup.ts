@@ -54,7 +54,12 @@ async function setUpKafka(useDocker: boolean): Promise<{ brokers: string; stop: 
       .withWaitStrategy(Wait.forLogMessage(/Kafka Server started/))
       .start();
     const brokers = `127.0.0.1:${hostPort}`;
-    return { brokers, stop: async () => { await container.stop(); } };
+    return {
+      brokers,
+      stop: async () => {
+        await container.stop();
+      },
+    };
   }
   const kafka = new LocalKafka({ ...singleNodeDefaults, log });
   const t0 = Date.now();
@@ -72,7 +77,12 @@ async function setUpPostgres(useDocker: boolean): Promise<{ adminUrl: string; st
       .withWaitStrategy(Wait.forLogMessage(/database system is ready to accept connections/, 2))
       .start();
     const adminUrl = `postgres://postgres@127.0.0.1:${container.getMappedPort(5432)}/postgres`;
-    return { adminUrl, stop: async () => { await container.stop(); } };
+    return {
+      adminUrl,
+      stop: async () => {
+        await container.stop();
+      },
+    };
   }
   const resolved = await resolvePostgres(log);
   return { adminUrl: resolved.adminUrl, stop: resolved.stop };

@@ -187,7 +187,13 @@ async function startServer(file: string, env: Record<string, string>, nodeFlags:
       socket.once('error', () => resolve(false));
     });
     // The ingress listens before its first broker probe; measure from readiness on.
-    const ready = listening && (!waitReady || (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.ok, () => false)));
+    const ready =
+      listening &&
+      (!waitReady ||
+        (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        )));
     if (ready) break;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -282,7 +288,13 @@ for (let round = 1; round <= ROUNDS; round += 1) {
 await bare.stop();
 const medianRound = medianBy(rounds, (r) => r.ratio);
 const a = medianRound.a;
-const b = { ...medianBy(rounds.map((r) => r.b), (r) => r.peak.rps), warmupOk: ingressWarmupOk };
+const b = {
+  ...medianBy(
+    rounds.map((r) => r.b),
+    (r) => r.peak.rps,
+  ),
+  warmupOk: ingressWarmupOk,
+};
 const halfRate = Math.max(1, Math.floor(b.peak.rps / 2));
 console.error(`[bench] (b) ingress: fixed rate ${halfRate} req/s for ${DURATION_MS} ms`);
 const half = summarise(await fixedRate(ingress.port, halfRate, DURATION_MS));

@@ -19,7 +19,7 @@ export interface Dataset {
  */
 export function buildDataset(resources: number, seed = 7): Dataset {
   let state = seed;
-  const rand = () => ((state = (state * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (state = (state * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   const perResource: BenchEvent[][] = [];
   for (let r = 0; r < resources; r += 1) {
     const fresh: EventEnvelope[] = [];

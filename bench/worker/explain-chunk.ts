@@ -45,7 +45,9 @@ try {
   const outcomes: Record<string, number> = {};
   for (const r of results) outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
   for (const n of notices) console.log(`${n}\n`);
-  console.log(`chunk of ${results.length} events: ${elapsed.toFixed(1)} ms wall (with auto_explain timing), outcomes ${JSON.stringify(outcomes)}`);
+  console.log(
+    `chunk of ${results.length} events: ${elapsed.toFixed(1)} ms wall (with auto_explain timing), outcomes ${JSON.stringify(outcomes)}`,
+  );
 } finally {
   await pool.end();
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

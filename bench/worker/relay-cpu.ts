@@ -30,7 +30,14 @@ const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 let relay: OutboxRelay | undefined;
 const kafka = createKafka({ brokers: parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'bench-relay', logger });
 const kafkaAdmin = kafka.admin();
-const settings = { events: `bench.relay.${stamp}.events`, applied: `bench.relay.${stamp}.applied`, eventsPartitions: 12, retryLevels: 0, replicationFactor: 1, minInsyncReplicas: 1 };
+const settings = {
+  events: `bench.relay.${stamp}.events`,
+  applied: `bench.relay.${stamp}.applied`,
+  eventsPartitions: 12,
+  retryLevels: 0,
+  replicationFactor: 1,
+  minInsyncReplicas: 1,
+};
 
 function backendCpuSeconds(pid: number): number {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -43,14 +50,28 @@ try {
   await kafkaAdmin.connect();
   await ensureTopics(kafkaAdmin, topicSpecs(settings), 1);
   const records: SourceRecord[] = buildDataset(resources).events.map((e, i) => ({
-    topic: settings.events, partition: i % 12, offset: String(i), key: e.key, value: Buffer.from(e.value), timestamp: String(Date.now()), headers: {},
+    topic: settings.events,
+    partition: i % 12,
+    offset: String(i),
+    key: e.key,
+    value: Buffer.from(e.value),
+    timestamp: String(Date.now()),
+    headers: {},
   }));
   const applier = new SnapshotApplier({ pool });
   for (let i = 0; i < records.length; i += 1000) await applier.applyBatch(records.slice(i, i + 1000));
   const outboxRows = await countUnpublishedOutbox(pool);
 
   relay = new OutboxRelay({
-    pool, ...relayParts({ kafka, databaseUrl, transactionalId: `${settings.applied}.relay`, logger, sendTimeoutMs: 30_000 }), layout: topicLayouts(kafkaAdmin), topic: settings.applied, batchSize: 1000, pollMs: 100, sendTimeoutMs: 30_000, logger, crashPoints: noCrashPoints,
+    pool,
+    ...relayParts({ kafka, databaseUrl, transactionalId: `${settings.applied}.relay`, logger, sendTimeoutMs: 30_000 }),
+    layout: topicLayouts(kafkaAdmin),
+    topic: settings.applied,
+    batchSize: 1000,
+    pollMs: 100,
+    sendTimeoutMs: 30_000,
+    logger,
+    crashPoints: noCrashPoints,
   });
   const pids = new Set<number>();
   const clients = await Promise.all([pool.connect(), pool.connect()]);
@@ -79,7 +100,15 @@ try {
     session.disconnect();
   }
   const us = (s: number) => ((s / published) * 1e6).toFixed(1);
-  console.log(JSON.stringify({ outboxRows, published, nodeCpuUsPerRecord: us((node.user + node.system) / 1e6), pgCpuUsPerRecord: us(pgSeconds), wallUsPerRecord: us(wall / 1000) }));
+  console.log(
+    JSON.stringify({
+      outboxRows,
+      published,
+      nodeCpuUsPerRecord: us((node.user + node.system) / 1e6),
+      pgCpuUsPerRecord: us(pgSeconds),
+      wallUsPerRecord: us(wall / 1000),
+    }),
+  );
 } finally {
   await relay?.stop();
   await kafkaAdmin.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});

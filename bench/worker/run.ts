@@ -186,7 +186,15 @@ const lanes: SourceRecord[][][] = Array.from({ length: PARTITIONS }, () => []);
   for (const e of dataset.events) {
     const partition = partitionOf.get(e.key)!;
     const list = perPartition[partition]!;
-    list.push({ topic: settings.events, partition, offset: String(list.length), key: e.key, value: Buffer.from(e.value), timestamp: now, headers: {} });
+    list.push({
+      topic: settings.events,
+      partition,
+      offset: String(list.length),
+      key: e.key,
+      value: Buffer.from(e.value),
+      timestamp: now,
+      headers: {},
+    });
   }
   perPartition.forEach((records, p) => {
     for (let i = 0; i < records.length; i += BATCH_SIZE) lanes[p]!.push(records.slice(i, i + BATCH_SIZE));
@@ -231,8 +239,14 @@ async function runCeiling(round: number): Promise<CeilingRound> {
 const rounds: Array<{ worker: WorkerRound; ceiling: CeilingRound }> = [];
 for (let round = 1; round <= ROUNDS; round += 1) rounds.push({ worker: await runWorker(round), ceiling: await runCeiling(round) });
 const median = <T>(items: T[], by: (item: T) => number): T => [...items].sort((x, y) => by(x) - by(y))[Math.floor((items.length - 1) / 2)]!;
-const workerRun = median(rounds.map((r) => r.worker), (w) => w.rate);
-const ceilingRun = median(rounds.map((r) => r.ceiling), (c) => c.rate);
+const workerRun = median(
+  rounds.map((r) => r.worker),
+  (w) => w.rate,
+);
+const ceilingRun = median(
+  rounds.map((r) => r.ceiling),
+  (c) => c.rate,
+);
 const workerRate = workerRun.rate;
 const ceilingRate = ceilingRun.rate;
 const ceilingMs = ceilingRun.ms;
@@ -240,7 +254,10 @@ const workerCpu = workerRun.cpu;
 const ceilingCpu = ceilingRun.cpu;
 const workerCounts = workerRun.counts;
 const ceilingCounts = ceilingRun.counts;
-const ratio = median(rounds.map((r) => r.worker.rate / r.ceiling.rate), (x) => x);
+const ratio = median(
+  rounds.map((r) => r.worker.rate / r.ceiling.rate),
+  (x) => x,
+);
 const peakRss = Math.max(...rounds.map((r) => r.worker.peakRssMb));
 const pgVersion = await (async () => {
   const c = new pg.Client({ connectionString: postgres.adminUrl });

@@ -8,7 +8,9 @@ import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts
 import { startWorker } from '#services/worker/worker.ts';
 
 const config = workerConfigFromEnv(loadConfigOrExit(workerEnvSchema));
-const ends = new Map<number, number>(Object.entries(JSON.parse(process.env.BENCH_END_OFFSETS ?? '{}') as Record<string, number>).map(([p, o]) => [Number(p), o]));
+const ends = new Map<number, number>(
+  Object.entries(JSON.parse(process.env.BENCH_END_OFFSETS ?? '{}') as Record<string, number>).map(([p, o]) => [Number(p), o]),
+);
 // Per-event logs are produced and serialised as in production, then discarded.
 const devNull = await open('/dev/null', 'w');
 const logger = createLogger({ name: 'worker', level: config.logLevel }, devNull.createWriteStream());
@@ -50,7 +52,5 @@ const outcomes = Object.fromEntries(
   (await worker.registry.getSingleMetric('webhook_events_processed_total')!.get()).values.map((v) => [v.labels['outcome'], v.value]),
 );
 await worker.close();
-console.log(
-  JSON.stringify({ consumedMs, drainedMs, rssAtCommitMb, peakRssMb: process.resourceUsage().maxRSS / 1024, outcomes }),
-);
+console.log(JSON.stringify({ consumedMs, drainedMs, rssAtCommitMb, peakRssMb: process.resourceUsage().maxRSS / 1024, outcomes }));
 process.exit(0);

@@ -12,9 +12,7 @@ switch (command) {
   case 'start': {
     const t0 = Date.now();
     const { started, reused } = await kafka.start();
-    console.log(
-      JSON.stringify({ kafka: KAFKA_VERSION, brokers: kafka.brokers, started, reused, readyMs: Date.now() - t0 }),
-    );
+    console.log(JSON.stringify({ kafka: KAFKA_VERSION, brokers: kafka.brokers, started, reused, readyMs: Date.now() - t0 }));
     break;
   }
   case 'stop':

@@ -38,8 +38,14 @@ export function ensureKafkaJars(log: (line: string) => void = () => {}): string 
   const result = spawnSync(
     'mvn',
     [
-      '-B', '-q', '-f', pomFile, `-Dkafka.version=${KAFKA_VERSION}`,
-      'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${jarsDir}`,
+      '-B',
+      '-q',
+      '-f',
+      pomFile,
+      `-Dkafka.version=${KAFKA_VERSION}`,
+      'dependency:copy-dependencies',
+      '-DincludeScope=runtime',
+      `-DoutputDirectory=${jarsDir}`,
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
@@ -54,8 +60,14 @@ export async function portOpen(port: number, host = '127.0.0.1'): Promise<boolea
   return new Promise((resolve) => {
     const socket = net.connect({ port, host });
     socket.setTimeout(500);
-    socket.once('connect', () => { socket.destroy(); resolve(true); });
-    socket.once('timeout', () => { socket.destroy(); resolve(false); });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
     socket.once('error', () => resolve(false));
   });
 }
@@ -222,13 +234,22 @@ export class LocalKafka {
     const child = spawn(
       'java',
       [
-        `-Xms${Math.min(heap, 256)}m`, `-Xmx${heap}m`,
-        '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20', '-XX:InitiatingHeapOccupancyPercent=35',
-        '-XX:+ExplicitGCInvokesConcurrent', '-XX:MaxInlineLevel=15', '-Djava.awt.headless=true',
-        '-XX:TieredStopAtLevel=1', '-Xshare:auto',
+        `-Xms${Math.min(heap, 256)}m`,
+        `-Xmx${heap}m`,
+        '-XX:+UseG1GC',
+        '-XX:MaxGCPauseMillis=20',
+        '-XX:InitiatingHeapOccupancyPercent=35',
+        '-XX:+ExplicitGCInvokesConcurrent',
+        '-XX:MaxInlineLevel=15',
+        '-Djava.awt.headless=true',
+        '-XX:TieredStopAtLevel=1',
+        '-Xshare:auto',
         '-Dorg.slf4j.simpleLogger.defaultLogLevel=info',
         '-Dorg.slf4j.simpleLogger.showDateTime=true',
-        '-cp', `${jars}/*`, 'kafka.Kafka', path.join(spec.dir, 'server.properties'),
+        '-cp',
+        `${jars}/*`,
+        'kafka.Kafka',
+        path.join(spec.dir, 'server.properties'),
       ],
       { stdio: ['ignore', logFile, logFile], detached: true },
     );

@@ -152,7 +152,10 @@ describe('bridge send, in process, against a stand-in ingress', () => {
 
   it('--dry-run shows the retry header and a redacted sha256= signature, and sends nothing', async () => {
     received.length = 0;
-    const r = await run(['send', '--source', 'gh', '--file', path.join(dir, 'event.json'), '--url', url, '--retry', '02', '--dry-run', '--json'], env);
+    const r = await run(
+      ['send', '--source', 'gh', '--file', path.join(dir, 'event.json'), '--url', url, '--retry', '02', '--dry-run', '--json'],
+      env,
+    );
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as { dry_run: boolean; scheme: string; headers: Record<string, string> };
     expect(out).toMatchObject({ dry_run: true, scheme: 'hmac-sha256-body' });

@@ -109,7 +109,8 @@ export async function runCli(argv: string[], options: RunCliOptions): Promise<nu
   } catch (error) {
     if (error instanceof UsageError) {
       out.error(error.message);
-      if (!json) io.stderr(`usage: bridge ${command.path.join(' ')} ${command.usage}\nrun "bridge ${command.path.join(' ')} --help" for details\n`);
+      if (!json)
+        io.stderr(`usage: bridge ${command.path.join(' ')} ${command.usage}\nrun "bridge ${command.path.join(' ')} --help" for details\n`);
       return EXIT_USAGE;
     }
     if (error instanceof ConfigError) {

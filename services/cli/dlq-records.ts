@@ -89,7 +89,11 @@ export interface DlqFilter {
 }
 
 export function filterEntries(entries: DlqEntry[], filter: DlqFilter): DlqEntry[] {
-  return entries.filter((e) => (filter.since === undefined || deadLetteredAt(e) >= filter.since) && (filter.reason === undefined || entryReason(e) === filter.reason));
+  return entries.filter(
+    (e) =>
+      (filter.since === undefined || deadLetteredAt(e) >= filter.since) &&
+      (filter.reason === undefined || entryReason(e) === filter.reason),
+  );
 }
 
 export type DlqRef = { kind: 'coordinates'; partition: number; offset: string } | { kind: 'event'; eventId: string };

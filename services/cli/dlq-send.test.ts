@@ -8,7 +8,15 @@ import { acknowledgedOffsets, sendPerPartition } from './commands/dlq.ts';
 
 describe('acknowledgedOffsets', () => {
   it('numbers each partition from its baseOffset, in message order', () => {
-    expect(acknowledgedOffsets([2, 0, 2], [{ partition: 0, baseOffset: '7' }, { partition: 2, baseOffset: '40' }])).toEqual([
+    expect(
+      acknowledgedOffsets(
+        [2, 0, 2],
+        [
+          { partition: 0, baseOffset: '7' },
+          { partition: 2, baseOffset: '40' },
+        ],
+      ),
+    ).toEqual([
       { ok: true, partition: 2, offset: 40n },
       { ok: true, partition: 0, offset: 7n },
       { ok: true, partition: 2, offset: 41n },
@@ -19,7 +27,11 @@ describe('acknowledgedOffsets', () => {
   it('a partition missing from the answer is not acknowledged (never "sent" at offset -1)', () => {
     const results = acknowledgedOffsets([0, 1], [{ partition: 0, baseOffset: '41' }]);
     expect(results[0]).toEqual({ ok: true, partition: 0, offset: 41n });
-    expect(results[1]).toMatchObject({ ok: false, partition: 1, error: expect.stringMatching(/no offset for partition 1: not acknowledged/) });
+    expect(results[1]).toMatchObject({
+      ok: false,
+      partition: 1,
+      error: expect.stringMatching(/no offset for partition 1: not acknowledged/),
+    });
     expect(acknowledgedOffsets([3], [{ partition: 3, baseOffset: '-1' }])[0]).toMatchObject({ ok: false });
   });
 });
@@ -40,7 +52,15 @@ class FakeProducer {
 }
 
 const PARTITIONS = 4;
-const layout = async (): Promise<TopicLayout> => ({ partitionCount: PARTITIONS, leaders: new Map([[0, 1], [1, 2], [2, 1], [3, 2]]) });
+const layout = async (): Promise<TopicLayout> => ({
+  partitionCount: PARTITIONS,
+  leaders: new Map([
+    [0, 1],
+    [1, 2],
+    [2, 1],
+    [3, 2],
+  ]),
+});
 
 function keyOn(partition: number, n = 0): string {
   for (let i = 0; ; i += 1) {
@@ -65,7 +85,14 @@ function harness(answer: (record: ProducerRecord, id: number) => Promise<RecordM
 }
 
 const ok = (record: ProducerRecord): Promise<RecordMetadata[]> =>
-  Promise.resolve([{ topicName: record.topic, partition: record.messages[0]!.partition!, errorCode: 0, baseOffset: String(100 * record.messages[0]!.partition!) }]);
+  Promise.resolve([
+    {
+      topicName: record.topic,
+      partition: record.messages[0]!.partition!,
+      errorCode: 0,
+      baseOffset: String(100 * record.messages[0]!.partition!),
+    },
+  ]);
 
 describe('sendPerPartition', () => {
   it('sends each partition on its own (one leader per send) and reports every record', async () => {
@@ -90,10 +117,15 @@ describe('sendPerPartition', () => {
 
   it('a failed partition fails only its records, and the next send goes through a new producer', async () => {
     const { producer, producers } = harness(async (record, id) => {
-      if (record.messages[0]!.partition === 0) throw new Error('The request included a message larger than the max message size the server will accept');
+      if (record.messages[0]!.partition === 0)
+        throw new Error('The request included a message larger than the max message size the server will accept');
       return ok(record).then((m) => m.map((x) => ({ ...x, baseOffset: String(Number(x.baseOffset) + id) })));
     });
-    const messages: Message[] = [{ key: keyOn(0), value: 'big' }, { key: keyOn(2), value: 'c' }, { key: keyOn(3), value: 'd' }];
+    const messages: Message[] = [
+      { key: keyOn(0), value: 'big' },
+      { key: keyOn(2), value: 'c' },
+      { key: keyOn(3), value: 'd' },
+    ];
     const results = await sendPerPartition(producer, layout, 'events', messages);
     expect(results[0]).toMatchObject({ ok: false, partition: 0, error: expect.stringMatching(/larger than the max message size/) });
     // Partition 2 and 3 went through producer 2: the one that failed was never used again.
@@ -106,14 +138,20 @@ describe('sendPerPartition', () => {
 
   it('a send that resolves without its partition is a failure', async () => {
     const { producer } = harness(async (record) => (record.messages[0]!.partition === 1 ? [] : ok(record)));
-    const results = await sendPerPartition(producer, layout, 'events', [{ key: keyOn(1), value: 'x' }, { key: keyOn(2), value: 'y' }]);
+    const results = await sendPerPartition(producer, layout, 'events', [
+      { key: keyOn(1), value: 'x' },
+      { key: keyOn(2), value: 'y' },
+    ]);
     expect(results[0]).toMatchObject({ ok: false, partition: 1 });
     expect(results[1]).toEqual({ ok: true, partition: 2, offset: 200n });
   });
 
   it('a keyless record is a send of its own', async () => {
     const { producer, producers } = harness(async (record) => ok(record));
-    const results = await sendPerPartition(producer, layout, 'events', [{ key: null, value: 'x' }, { key: null, value: 'y' }]);
+    const results = await sendPerPartition(producer, layout, 'events', [
+      { key: null, value: 'x' },
+      { key: null, value: 'y' },
+    ]);
     expect(results.every((r) => r.ok)).toBe(true);
     expect(producers[0]!.sends.map((s) => s.messages.length)).toEqual([1, 1]);
   });

@@ -1,10 +1,7 @@
 import { parseIsoTime, TIME_HELP, UsageError } from './args.ts';
 
 export type ResetTarget =
-  | { kind: 'earliest' }
-  | { kind: 'latest' }
-  | { kind: 'time'; timestamp: number }
-  | { kind: 'offset'; offset: bigint };
+  { kind: 'earliest' } | { kind: 'latest' } | { kind: 'time'; timestamp: number } | { kind: 'offset'; offset: bigint };
 
 export function parseResetTarget(value: string): ResetTarget {
   if (value === 'earliest' || value === 'latest') return { kind: value };

@@ -50,7 +50,16 @@ function optionsTable(options: Record<string, OptionSpec>): string[] {
 function commandSection(command: CommandSpec): string[] {
   const name = `bridge ${command.path.join(' ')}`;
   const own = { ...command.options, ...(command.mutating ? dryRunOption : {}) };
-  const lines = [`## \`${name}\``, '', `${prose(command.summary.charAt(0).toUpperCase() + command.summary.slice(1))}.`, '', '```', `${name} ${command.usage}`.trimEnd(), '```', ''];
+  const lines = [
+    `## \`${name}\``,
+    '',
+    `${prose(command.summary.charAt(0).toUpperCase() + command.summary.slice(1))}.`,
+    '',
+    '```',
+    `${name} ${command.usage}`.trimEnd(),
+    '```',
+    '',
+  ];
   if (command.details) lines.push(prose(command.details), '');
   if (Object.keys(own).length > 0) lines.push(...optionsTable(own), '');
   lines.push('Also `--json` and `--help` (see [every command](#every-command)).', '');

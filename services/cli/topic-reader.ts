@@ -33,7 +33,10 @@ export interface ReadRangeOptions {
 }
 
 /** [from, to) per partition from watermarks; empty ranges are dropped. */
-export function clampRanges(ranges: PartitionRange[], watermarks: Array<{ partition: number; low: string; high: string }>): PartitionRange[] {
+export function clampRanges(
+  ranges: PartitionRange[],
+  watermarks: Array<{ partition: number; low: string; high: string }>,
+): PartitionRange[] {
   return ranges
     .map((r) => {
       const w = watermarks.find((x) => x.partition === r.partition);
@@ -59,7 +62,11 @@ export interface BatchScan<M> {
 }
 
 /** Pure: the part of a fetched batch inside the range. `valid` is checked before each message. */
-export function takeInRange<M extends { offset: string }>(range: PartitionRange, messages: readonly M[], valid: () => boolean): BatchScan<M> {
+export function takeInRange<M extends { offset: string }>(
+  range: PartitionRange,
+  messages: readonly M[],
+  valid: () => boolean,
+): BatchScan<M> {
   const inRange: M[] = [];
   for (const message of messages) {
     if (!valid()) return { inRange: [], complete: false };

@@ -33,7 +33,14 @@ describe('BatchingPublisher ack deadlines', () => {
     const started = performance.now();
     const record = { key: 'k', value: Buffer.from('{}'), headers: {} };
     // Two go out in the first batch; the third waits in the queue behind it.
-    const outcomes = await Promise.all([1, 2, 3].map(() => publisher.publish(record).then(() => 'acked', (error: unknown) => error)));
+    const outcomes = await Promise.all(
+      [1, 2, 3].map(() =>
+        publisher.publish(record).then(
+          () => 'acked',
+          (error: unknown) => error,
+        ),
+      ),
+    );
     const elapsed = performance.now() - started;
     for (const outcome of outcomes) expect(outcome).toBeInstanceOf(PublishError);
     // The batch in flight times out. The queued request times out too, or, when the process was

@@ -1,12 +1,5 @@
 import { z } from 'zod';
-import {
-  databaseEnv,
-  kafkaEnv,
-  logEnv,
-  portSchema,
-  positiveIntSchema,
-  topicEnv,
-} from '#plumbing/config/env.ts';
+import { databaseEnv, kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
 import { failureSettingsFrom, failuresEnv, type FailureSettings } from '#domain/failures/index.ts';
 import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '#domain/retention/index.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';

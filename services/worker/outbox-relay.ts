@@ -110,7 +110,9 @@ export class OutboxRelay {
   constructor(options: OutboxRelayOptions) {
     this.#o = options;
     // The producer is only a placeholder target: every send goes through a transaction (`via`).
-    this.#sender = options.layout ? new PartitionedSender({ send: () => Promise.reject(new Error('send through a transaction')) }, options.layout) : undefined;
+    this.#sender = options.layout
+      ? new PartitionedSender({ send: () => Promise.reject(new Error('send through a transaction')) }, options.layout)
+      : undefined;
   }
 
   get running(): boolean {
@@ -209,7 +211,10 @@ export class OutboxRelay {
       try {
         this.#cluster = await readClusterId(this.#o.pool);
       } catch (error) {
-        this.#o.logger.warn({ err: error }, 'cannot read the cluster identity (pg_control_system); only the transaction id check guards the cursor');
+        this.#o.logger.warn(
+          { err: error },
+          'cannot read the cluster identity (pg_control_system); only the transaction id check guards the cursor',
+        );
         this.#cluster = null;
       }
     }
@@ -227,7 +232,10 @@ export class OutboxRelay {
     if (!position.ahead) {
       // Another cluster whose ids are already past the cursor: the cursor still orders right.
       await recordCursorCluster(pool, { cursor: position, cluster });
-      logger.warn({ cursor_cluster: position.cluster_id, cluster }, 'outbox relay cursor now on another cluster (a dump and restore?); its position still holds');
+      logger.warn(
+        { cursor_cluster: position.cluster_id, cluster },
+        'outbox relay cursor now on another cluster (a dump and restore?); its position still holds',
+      );
       return;
     }
     await withTransaction(pool, async (client) => {

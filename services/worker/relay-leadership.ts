@@ -79,11 +79,14 @@ export class RelayLeadership {
     }
     this.#client = client;
     this.#lost = false;
-    this.#heartbeat = setInterval(() => {
-      ping(client).catch(() => {
-        this.#lost = true;
-      });
-    }, Math.max(250, this.#o.idleSessionTimeoutMs / 4));
+    this.#heartbeat = setInterval(
+      () => {
+        ping(client).catch(() => {
+          this.#lost = true;
+        });
+      },
+      Math.max(250, this.#o.idleSessionTimeoutMs / 4),
+    );
     this.#heartbeat.unref();
     this.#o.logger.info('relay leadership acquired');
     return true;

@@ -41,10 +41,7 @@ export interface RelayThreadSettings {
 
 type ToThread = { type: 'nudge' } | { type: 'stop' };
 type FromThread =
-  | { type: 'ready' }
-  | { type: 'failed'; message: string }
-  | { type: 'published'; count: number }
-  | { type: 'log'; line: string };
+  { type: 'ready' } | { type: 'failed'; message: string } | { type: 'published'; count: number } | { type: 'log'; line: string };
 
 const THREAD_KIND = 'outbox-relay';
 
@@ -109,7 +106,16 @@ export async function startRelayThread(
 /** A log line from the thread, written through the worker's own logger (same destination). */
 function forwardLog(logger: Logger, line: string): void {
   try {
-    const { level, msg, time: _time, pid: _pid, hostname: _hostname, name: _name, service: _service, ...fields } = JSON.parse(line) as Record<string, unknown>;
+    const {
+      level,
+      msg,
+      time: _time,
+      pid: _pid,
+      hostname: _hostname,
+      name: _name,
+      service: _service,
+      ...fields
+    } = JSON.parse(line) as Record<string, unknown>;
     const method = typeof level === 'string' && level in logger ? (level as 'info') : 'info';
     logger[method](fields, typeof msg === 'string' ? msg : '');
   } catch {
@@ -120,9 +126,11 @@ function forwardLog(logger: Logger, line: string): void {
 async function runThread(settings: RelayThreadSettings): Promise<void> {
   const port = parentPort!;
   const send = (message: FromThread) => port.postMessage(message);
-  const logger = createLogger({ name: 'worker', level: settings.logLevel }, { write: (line: string) => send({ type: 'log', line }) }).child({
-    component: 'outbox-relay',
-  });
+  const logger = createLogger({ name: 'worker', level: settings.logLevel }, { write: (line: string) => send({ type: 'log', line }) }).child(
+    {
+      component: 'outbox-relay',
+    },
+  );
   const pool = createPool({
     url: settings.databaseUrl,
     max: 2,

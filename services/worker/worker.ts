@@ -151,7 +151,12 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   }
   const runningRelay = relay!;
   const retention = config.retention?.enabled
-    ? startRetentionLoop({ pool, settings: config.retention, logger: logger.child({ component: 'retention' }), ...retentionObserver(metrics) })
+    ? startRetentionLoop({
+        pool,
+        settings: config.retention,
+        logger: logger.child({ component: 'retention' }),
+        ...retentionObserver(metrics),
+      })
     : undefined;
   logger.info({ group: config.groupId, topic: config.eventsTopic, applied_topic: config.appliedTopic }, 'worker started');
 

@@ -24,19 +24,21 @@ describe('bridge: usage, help, topics create, migrate (as a subprocess)', () => 
   });
 
   // The full table of usage errors runs in-process in services/cli/cli.test.ts; these prove the exit code of the real process.
-  it.each([
-    [['offsets', 'reset', '--topic', 't', '--to', 'earliest'], /--group is required/],
-  ])('usage error %j exits 2 with a message', async (args, message) => {
-    const run = await runBridge(args);
-    expect(run.code, run.stderr).toBe(2);
-    expect(run.stderr).toMatch(message);
-    expect(run.stdout).toBe('');
-  });
+  it.each([[['offsets', 'reset', '--topic', 't', '--to', 'earliest'], /--group is required/]])(
+    'usage error %j exits 2 with a message',
+    async (args, message) => {
+      const run = await runBridge(args);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(message);
+      expect(run.stdout).toBe('');
+    },
+  );
 
   it('--help exits 0 and prints the command list', async () => {
     const top = await runBridge(['--help']);
     expect(top.code).toBe(0);
-    for (const cmd of ['topics create', 'migrate', 'offsets reset', 'lag', 'reprocess', 'trace', 'dlq replay', 'send']) expect(top.stdout).toContain(cmd);
+    for (const cmd of ['topics create', 'migrate', 'offsets reset', 'lag', 'reprocess', 'trace', 'dlq replay', 'send'])
+      expect(top.stdout).toContain(cmd);
   });
 
   it('topics create --dry-run creates nothing; without it creates the set; again reports it exists', async () => {

@@ -75,7 +75,15 @@ describe('bridge dlq replay: per-record send results (as a subprocess)', () => {
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     const filler = [0, 1, 2].map((p) => eventOn(p));
-    await producer.send({ topic: names.events, acks: -1, messages: filler.map((e) => ({ key: resourceKey(e), value: JSON.stringify(e), partition: partitionForKey(resourceKey(e), PARTITIONS) })) });
+    await producer.send({
+      topic: names.events,
+      acks: -1,
+      messages: filler.map((e) => ({
+        key: resourceKey(e),
+        value: JSON.stringify(e),
+        partition: partitionForKey(resourceKey(e), PARTITIONS),
+      })),
+    });
     const replayed = [eventOn(0), eventOn(1), eventOn(1), eventOn(2)];
     await producer.send({ topic: names.dlq, acks: -1, messages: replayed.map((e) => dlqRecord(e, names)) });
     await producer.disconnect();
@@ -113,7 +121,12 @@ describe('bridge dlq replay: per-record send results (as a subprocess)', () => {
     const result = run.json<{ failed: number; outcomes: Outcome[] }>();
     expect(result.failed).toBe(1);
     const byId = new Map(result.outcomes.map((o) => [o.event_id, o]));
-    expect(byId.get(big.event_id)).toMatchObject({ status: 'send_failed', ok: false, partition: 0, detail: expect.stringMatching(/larger than the max message size/) });
+    expect(byId.get(big.event_id)).toMatchObject({
+      status: 'send_failed',
+      ok: false,
+      partition: 0,
+      detail: expect.stringMatching(/larger than the max message size/),
+    });
     expect(byId.get(big.event_id)!.offset).toBeUndefined();
 
     const onTopic = await readTopic(kafka, names.events);

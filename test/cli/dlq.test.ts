@@ -69,8 +69,16 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       await producer.send({
         topic: names.dlq,
         messages: [
-          { key: resourceKey(poison), value: poisonBody, headers: { ...ingressHeaders(poison, poisonBody), ...info('retries_exhausted', exhaustedAt, 5) } },
-          { key: 'tenant_acme/theme/x', value: '{"not":"an envelope"', headers: { source: 'demo', ...info('invalid_json', new Date(), 1) } },
+          {
+            key: resourceKey(poison),
+            value: poisonBody,
+            headers: { ...ingressHeaders(poison, poisonBody), ...info('retries_exhausted', exhaustedAt, 5) },
+          },
+          {
+            key: 'tenant_acme/theme/x',
+            value: '{"not":"an envelope"',
+            headers: { source: 'demo', ...info('invalid_json', new Date(), 1) },
+          },
         ],
       });
       await producer.disconnect();
@@ -128,7 +136,14 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       const [record] = await readTopic(kafka, names.events);
       expect(record!.key).toBe(resourceKey(poison));
       expect(record!.value.toString()).toBe(poisonBody);
-      expect(Object.keys(record!.headers).sort()).toEqual(['body-sha256', 'event-id', 'event-type', 'received-at', 'replayed-from', 'source']);
+      expect(Object.keys(record!.headers).sort()).toEqual([
+        'body-sha256',
+        'event-id',
+        'event-type',
+        'received-at',
+        'replayed-from',
+        'source',
+      ]);
       expect(record!.headers['event-id']).toBe(poison.event_id);
     });
   });
@@ -166,7 +181,14 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
 
     it('is dead-lettered, a replay while the fault persists fails (exit 1), a replay after the fix applies it', async () => {
       const { settings, names } = await createTestTopics(kafka);
-      env = bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 3, group: uniqueName('theme-applier') });
+      env = bridgeEnv({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        events: settings.events,
+        applied: settings.applied,
+        partitions: 3,
+        group: uniqueName('theme-applier'),
+      });
       // The fault outlasts any redelivery (a rebalance under load may deliver the event twice); the
       // fix is restarting the worker without it.
       worker = await start(settings.events, settings.applied, 1000);
@@ -183,7 +205,9 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
 
       const listed = await runBridge(['dlq', 'list', '--json'], env);
       expect(listed.code, listed.stderr).toBe(0);
-      expect(listed.json().records[0]).toEqual(expect.objectContaining({ event_id: poison.event_id, reason: 'constraint_violation', inbox_status: 'dead_lettered' }));
+      expect(listed.json().records[0]).toEqual(
+        expect.objectContaining({ event_id: poison.event_id, reason: 'constraint_violation', inbox_status: 'dead_lettered' }),
+      );
       const dlqBefore = await highSum(admin, names.dlq);
 
       // Generous: when the machine is loaded (other suites' brokers restarting), joining a consumer
@@ -191,7 +215,12 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       const stillBroken = await runBridge(['dlq', 'replay', poison.event_id, '--timeout-ms', '90000', '--json'], env, 150_000);
       expect(stillBroken.code, stillBroken.stdout + stillBroken.stderr).toBe(1);
       expect(stillBroken.json().outcomes).toEqual([
-        expect.objectContaining({ event_id: poison.event_id, status: 'dead_lettered', ok: false, detail: expect.stringMatching(/^dead-lettered again \(constraint_violation\)/) }),
+        expect.objectContaining({
+          event_id: poison.event_id,
+          status: 'dead_lettered',
+          ok: false,
+          detail: expect.stringMatching(/^dead-lettered again \(constraint_violation\)/),
+        }),
       ]);
       expect(await highSum(admin, names.dlq)).toBeGreaterThan(dlqBefore);
 
@@ -202,13 +231,18 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       expect(fixed.code, fixed.stdout + fixed.stderr).toBe(0);
       expect(fixed.stdout).toMatch(new RegExp(`${poison.event_id}\\s+applied`));
       expect(fixed.stdout).toMatch(/1 replayed: applied 1/);
-      const { rows } = await db.pool.query(`SELECT version, deleted FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`, [tenant, id]);
+      const { rows } = await db.pool.query(
+        `SELECT version, deleted FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`,
+        [tenant, id],
+      );
       expect(rows).toEqual([{ version: '7', deleted: false }]);
 
       const after = await runBridge(['dlq', 'list', '--json'], env);
       expect(new Set(after.json().records.map((r: any) => r.inbox_status))).toEqual(new Set(['applied']));
       const trace = await runBridge(['trace', tenant, 'theme', id, '--json'], env);
-      expect(trace.json().events).toEqual([expect.objectContaining({ event_id: poison.event_id, status: 'applied', attempts: expect.any(Number) })]);
+      expect(trace.json().events).toEqual([
+        expect.objectContaining({ event_id: poison.event_id, status: 'applied', attempts: expect.any(Number) }),
+      ]);
     }, 420_000);
   });
 });

@@ -29,7 +29,14 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
     const sourcesFile = path.join(repoRoot, devEnv.WEBHOOK_SOURCES_FILE!);
     const group = uniqueName('theme-applier');
     env = {
-      ...bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 3, group }),
+      ...bridgeEnv({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        events: settings.events,
+        applied: settings.applied,
+        partitions: 3,
+        group,
+      }),
       WEBHOOK_SOURCES_FILE: sourcesFile,
       DEMO_SECRET: devEnv.DEMO_SECRET!,
       DEMO_STD_SECRET: devEnv.DEMO_STD_SECRET!,
@@ -45,7 +52,13 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       logLevel: 'silent',
     });
     worker = await startWorker(
-      workerTestConfig({ brokers: testBrokers(), databaseUrl: db.url, eventsTopic: settings.events, appliedTopic: settings.applied, overrides: { groupId: group } }),
+      workerTestConfig({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        eventsTopic: settings.events,
+        appliedTopic: settings.applied,
+        overrides: { groupId: group },
+      }),
       { adminServer: false },
     );
   });
@@ -65,18 +78,26 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
     expect(std.code, std.stdout + std.stderr).toBe(0);
     expect(std.stdout).toMatch(/202 Accepted/);
 
-    await waitFor('both demo events applied', async () => {
-      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('applied', 'stale')`);
-      return rows[0].n === 2;
-    }, 30_000);
+    await waitFor(
+      'both demo events applied',
+      async () => {
+        const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('applied', 'stale')`);
+        return rows[0].n === 2;
+      },
+      30_000,
+    );
     const trace = await runBridge(['trace', 'tenant_acme', 'theme', 'thm_minimal-dark', '--json'], env);
     expect(trace.code, trace.stderr).toBe(0);
     expect(trace.json().events.map((e: any) => e.event_id)).toContain(out.event_id);
     expect(trace.json().state).toMatchObject({ deleted: false });
 
-    await waitFor('lag 0', async () => {
-      const lag = await runBridge(['lag', '--json'], env);
-      return lag.code === 0 && lag.json().total_lag === 0;
-    }, 30_000);
+    await waitFor(
+      'lag 0',
+      async () => {
+        const lag = await runBridge(['lag', '--json'], env);
+        return lag.code === 0 && lag.json().total_lag === 0;
+      },
+      30_000,
+    );
   });
 });

@@ -31,9 +31,20 @@ describe('bridge offsets reset (as a subprocess)', () => {
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
     // Partition 0: offsets 0-9 an hour old, 10-14 a minute old; partitions 1 and 2: 3 records each.
-    await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, value: `old${i}`, timestamp: String(old) })) });
-    await producer.send({ topic, messages: Array.from({ length: 5 }, (_, i) => ({ partition: 0, value: `new${i}`, timestamp: String(recent) })) });
-    await producer.send({ topic, messages: [1, 2].flatMap((partition) => [0, 1, 2].map((i) => ({ partition, value: `p${partition}-${i}`, timestamp: String(recent) }))) });
+    await producer.send({
+      topic,
+      messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, value: `old${i}`, timestamp: String(old) })),
+    });
+    await producer.send({
+      topic,
+      messages: Array.from({ length: 5 }, (_, i) => ({ partition: 0, value: `new${i}`, timestamp: String(recent) })),
+    });
+    await producer.send({
+      topic,
+      messages: [1, 2].flatMap((partition) =>
+        [0, 1, 2].map((i) => ({ partition, value: `p${partition}-${i}`, timestamp: String(recent) })),
+      ),
+    });
     await producer.disconnect();
   });
   afterAll(async () => {
@@ -74,7 +85,10 @@ describe('bridge offsets reset (as a subprocess)', () => {
     expect(plan.stdout).toMatch(/PARTITION\s+CURRENT\s+NEW\s+LOW\s+HIGH/);
     expect(plan.stdout).toMatch(/^0\s+15\s+0\s+0\s+15/m);
     expect(plan.stdout).toMatch(/plan only: add --execute/);
-    const dry = await runBridge(['offsets', 'reset', '--group', group, '--topic', topic, '--to', 'earliest', '--execute', '--dry-run', '--json'], env);
+    const dry = await runBridge(
+      ['offsets', 'reset', '--group', group, '--topic', topic, '--to', 'earliest', '--execute', '--dry-run', '--json'],
+      env,
+    );
     expect(dry.code).toBe(0);
     expect(dry.json().executed).toBe(false);
     expect(await committed(admin, group, topic)).toEqual(before);
@@ -118,7 +132,9 @@ describe('bridge offsets reset (as a subprocess)', () => {
       [null, 1],
     ]);
     expect(out.total_lag).toBe(22);
-    expect(out.groups).toEqual([group, 1, 2, 3, 4].map((n) => ({ group: n === group ? group : `${group}.retry.${n}`, state: expect.any(String), members: 0 })));
+    expect(out.groups).toEqual(
+      [group, 1, 2, 3, 4].map((n) => ({ group: n === group ? group : `${group}.retry.${n}`, state: expect.any(String), members: 0 })),
+    );
     const text = await runBridge(['lag'], lagEnv);
     expect(text.stdout).toMatch(/total lag: 22/);
   });

@@ -104,6 +104,8 @@ describe('bridge prune (as a subprocess)', () => {
     expect(run.code).toBe(1);
     const error = JSON.parse(run.stderr);
     expect(error.error).toBe('invalid configuration');
-    expect(error.problems.join('\n')).toMatch(/RETENTION_BATCH_ROWS[\s\S]*RETENTION_BODY_DAYS|RETENTION_BODY_DAYS[\s\S]*RETENTION_BATCH_ROWS/);
+    expect(error.problems.join('\n')).toMatch(
+      /RETENTION_BATCH_ROWS[\s\S]*RETENTION_BODY_DAYS|RETENTION_BODY_DAYS[\s\S]*RETENTION_BATCH_ROWS/,
+    );
   });
 });

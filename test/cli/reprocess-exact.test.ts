@@ -39,7 +39,8 @@ async function reprocessGroupOf(admin: Admin, topic: string): Promise<string | u
   const candidates = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.startsWith('bridge-cli-reprocess-'));
   if (candidates.length === 0) return undefined;
   const { groups } = await admin.describeGroups(candidates);
-  return groups.find((g) => g.members.some((m) => AssignerProtocol.MemberMetadata.decode(m.memberMetadata)?.topics.includes(topic)))?.groupId;
+  return groups.find((g) => g.members.some((m) => AssignerProtocol.MemberMetadata.decode(m.memberMetadata)?.topics.includes(topic)))
+    ?.groupId;
 }
 
 describe('bridge reprocess counts exactly and marks a partition done only when all of it applied', () => {
@@ -58,7 +59,9 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
     const { settings, names } = await createTestTopics(kafka, { eventsPartitions: 1 });
     events = names.events;
     env = bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 1 });
-    produced = Array.from({ length: RECORDS }, (_, i) => sampleThemeEvent({ tenant_id: tenant, resource: { id: `${uniqueName('thm')}-${i}`, version: 1 } }));
+    produced = Array.from({ length: RECORDS }, (_, i) =>
+      sampleThemeEvent({ tenant_id: tenant, resource: { id: `${uniqueName('thm')}-${i}`, version: 1 } }),
+    );
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     await producer.send({ topic: events, acks: -1, messages: produced.map(ingressRecord) });
@@ -83,7 +86,9 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
     try {
       const running: Promise<BridgeRun> = runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env, 120_000);
       await until('the reprocess blocked on the held chunk', async () => {
-        const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`);
+        const { rows } = await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+        );
         return rows[0]!.n > 0;
       });
       const applied = (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events')).rows[0]!.n;
@@ -115,7 +120,9 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
         outcomes: { applied: RECORDS, stale: 0, duplicate: 0, duplicate_version: 0, quarantined: 0, invalid: 0 },
         partitions: [{ partition: 0, from: '0', to: String(RECORDS), records: RECORDS }],
       });
-      const { rows } = await db.pool.query<{ n: number; applied: number }>(`SELECT count(*)::int AS n, count(*) FILTER (WHERE status = 'applied')::int AS applied FROM inbox_events`);
+      const { rows } = await db.pool.query<{ n: number; applied: number }>(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE status = 'applied')::int AS applied FROM inbox_events`,
+      );
       expect(rows[0]).toEqual({ n: RECORDS, applied: RECORDS });
     } finally {
       await blocker.end().catch(() => {});
@@ -140,8 +147,13 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
       const run = await runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env, 120_000);
       const tookMs = Date.now() - started;
       expect(run.code, run.stdout + run.stderr).toBe(1);
-      const error = JSON.parse(run.stderr) as { error: string; details: { partition: number; offset: string; outcomes: Record<string, number> } };
-      expect(error.error).toMatch(/^applying .*\/0 from offset 200 failed 3 times: injected failure for .*; records before it were applied; rerun from that offset/);
+      const error = JSON.parse(run.stderr) as {
+        error: string;
+        details: { partition: number; offset: string; outcomes: Record<string, number> };
+      };
+      expect(error.error).toMatch(
+        /^applying .*\/0 from offset 200 failed 3 times: injected failure for .*; records before it were applied; rerun from that offset/,
+      );
       expect(error.details).toMatchObject({ partition: 0, offset: '200', outcomes: { applied: 200, duplicate: 0 } });
       // The cause, at once: not a watchdog's "no progress" after the batch was retried behind its back.
       expect(tookMs).toBeLessThan(25_000);

@@ -11,7 +11,12 @@ import { bridgeEnv, runBridge } from './run-bridge.ts';
 const tenant = 'tenant_acme';
 
 function themeEvent(id: string, version: number, extra: Partial<EventEnvelope> = {}): EventEnvelope {
-  return sampleThemeEvent({ tenant_id: tenant, ...extra, resource: { id, version }, data: { ...sampleThemeEvent().data, name: `${id} v${version}` } as never });
+  return sampleThemeEvent({
+    tenant_id: tenant,
+    ...extra,
+    resource: { id, version },
+    data: { ...sampleThemeEvent().data, name: `${id} v${version}` } as never,
+  });
 }
 
 /** What the ingress produces: the raw body, keyed by resource, with its headers. */
@@ -60,7 +65,14 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
     db = await createTestDatabase();
     const { settings, names } = await createTestTopics(kafka);
     events = names.events;
-    env = bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 3, group });
+    env = bridgeEnv({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      events: settings.events,
+      applied: settings.applied,
+      partitions: 3,
+      group,
+    });
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
     // Resource a: an hour ago, versions 1-5, then a late stale v3 and a redelivery of v5.
@@ -83,15 +95,25 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.json()).toMatchObject({ dry_run: true, records: 10 });
     expect(run.json().outcomes).toBeUndefined();
-    const { rows } = await db.pool.query('SELECT (SELECT count(*) FROM inbox_events)::int AS inbox, (SELECT count(*) FROM resource_state)::int AS state, (SELECT count(*) FROM applied_outbox)::int AS outbox');
+    const { rows } = await db.pool.query(
+      'SELECT (SELECT count(*) FROM inbox_events)::int AS inbox, (SELECT count(*) FROM resource_state)::int AS state, (SELECT count(*) FROM applied_outbox)::int AS outbox',
+    );
     expect(rows[0]).toEqual({ inbox: 0, state: 0, outbox: 0 });
   });
 
   it('applies a range through the apply path and counts by outcome, without touching the real group', async () => {
     const run = await runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env);
     expect(run.code, run.stderr).toBe(0);
-    expect(run.json()).toMatchObject({ dry_run: false, records: 10, outcomes: { applied: 8, stale: 1, duplicate: 1, duplicate_version: 0, quarantined: 0, invalid: 0 } });
-    expect((await db.pool.query(STATE, [tenant, a])).rows[0]).toMatchObject({ version: '5', deleted: false, last_event_id: aEvents[4]!.event_id });
+    expect(run.json()).toMatchObject({
+      dry_run: false,
+      records: 10,
+      outcomes: { applied: 8, stale: 1, duplicate: 1, duplicate_version: 0, quarantined: 0, invalid: 0 },
+    });
+    expect((await db.pool.query(STATE, [tenant, a])).rows[0]).toMatchObject({
+      version: '5',
+      deleted: false,
+      last_event_id: aEvents[4]!.event_id,
+    });
     const [offsets] = await admin.fetchOffsets({ groupId: group, topics: [events] });
     expect(offsets!.partitions.every((p) => p.offset === '-1')).toBe(true);
     // The command deleted its throwaway group. (Other files may be running a reprocess of their
@@ -132,8 +154,12 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
   });
 
   it('--partition and an exclusive --to offset narrow the range', async () => {
-    const partition = (await db.pool.query(`SELECT source_partition FROM inbox_events WHERE event_id = $1`, [aEvents[0]!.event_id])).rows[0].source_partition as number;
-    const run = await runBridge(['reprocess', '--topic', events, '--partition', String(partition), '--from', '1', '--to', '3', '--dry-run', '--json'], env);
+    const partition = (await db.pool.query(`SELECT source_partition FROM inbox_events WHERE event_id = $1`, [aEvents[0]!.event_id])).rows[0]
+      .source_partition as number;
+    const run = await runBridge(
+      ['reprocess', '--topic', events, '--partition', String(partition), '--from', '1', '--to', '3', '--dry-run', '--json'],
+      env,
+    );
     expect(run.code, run.stderr).toBe(0);
     expect(run.json().partitions).toEqual([{ partition, from: '1', to: '3', records: 2 }]);
   });

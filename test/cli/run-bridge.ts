@@ -12,7 +12,19 @@ export interface BridgeRun {
 const mainTs = path.join(repoRoot, 'services', 'cli', 'main.ts');
 
 // Variables a developer's shell may carry that would point a subprocess at the wrong place.
-const scrubbed = ['KAFKA_BROKERS', 'DATABASE_URL', 'TOPIC_EVENTS', 'TOPIC_APPLIED', 'TOPIC_EVENTS_PARTITIONS', 'TOPIC_RETRY_LEVELS', 'CONSUMER_GROUP', 'WEBHOOK_SOURCES_FILE', 'INGRESS_URL', 'BRIDGE_LOG_LEVEL', 'npm_lifecycle_event'];
+const scrubbed = [
+  'KAFKA_BROKERS',
+  'DATABASE_URL',
+  'TOPIC_EVENTS',
+  'TOPIC_APPLIED',
+  'TOPIC_EVENTS_PARTITIONS',
+  'TOPIC_RETRY_LEVELS',
+  'CONSUMER_GROUP',
+  'WEBHOOK_SOURCES_FILE',
+  'INGRESS_URL',
+  'BRIDGE_LOG_LEVEL',
+  'npm_lifecycle_event',
+];
 
 /** Runs `bridge <args>` as its own process, exactly as an operator would, with only the given config. */
 export function runBridge(args: string[], env: Record<string, string | undefined> = {}, timeoutMs = 60_000): Promise<BridgeRun> {
@@ -52,7 +64,14 @@ export function runBridge(args: string[], env: Record<string, string | undefined
 }
 
 /** The env that points the CLI at a test's own topics, database and group. */
-export function bridgeEnv(options: { brokers: string[]; databaseUrl?: string; events?: string; applied?: string; partitions?: number; group?: string }): Record<string, string> {
+export function bridgeEnv(options: {
+  brokers: string[];
+  databaseUrl?: string;
+  events?: string;
+  applied?: string;
+  partitions?: number;
+  group?: string;
+}): Record<string, string> {
   const env: Record<string, string> = { KAFKA_BROKERS: options.brokers.join(',') };
   if (options.databaseUrl) env.DATABASE_URL = options.databaseUrl;
   if (options.events) env.TOPIC_EVENTS = options.events;

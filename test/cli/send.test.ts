@@ -54,7 +54,11 @@ describe('bridge send (as a subprocess)', () => {
         const result = verifySignature({
           scheme: source.scheme,
           secrets: source.secrets,
-          headers: { id: req.headers[names.id] as string, timestamp: names.timestamp === undefined ? undefined : (req.headers[names.timestamp] as string), signature: req.headers[names.signature] as string },
+          headers: {
+            id: req.headers[names.id] as string,
+            timestamp: names.timestamp === undefined ? undefined : (req.headers[names.timestamp] as string),
+            signature: req.headers[names.signature] as string,
+          },
           rawBody: body,
           now: Math.floor(Date.now() / 1000),
           toleranceSeconds: 300,
@@ -96,7 +100,11 @@ describe('bridge send (as a subprocess)', () => {
     const got = received.at(-1)!;
     expect(got.verified).toBe(true);
     expect(got.headers['webhook-id']).toBe(out.event_id);
-    expect(JSON.parse(got.body.toString())).toMatchObject({ event_id: out.event_id, event_type: 'theme.updated', tenant_id: 'tenant_acme' });
+    expect(JSON.parse(got.body.toString())).toMatchObject({
+      event_id: out.event_id,
+      event_type: 'theme.updated',
+      tenant_id: 'tenant_acme',
+    });
   });
 
   it('a non-2xx answer exits 1; --dry-run sends nothing; an unknown source fails', async () => {

@@ -27,7 +27,9 @@ describe('CLI times in a non-UTC zone (as a subprocess with TZ set)', () => {
 
   it('the subprocess really runs in that zone', async () => {
     const { spawnSync } = await import('node:child_process');
-    const out = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(new Date(Date.UTC(2026, 0, 31, 12)).getHours()))'], { env: { ...process.env, TZ } });
+    const out = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(new Date(Date.UTC(2026, 0, 31, 12)).getHours()))'], {
+      env: { ...process.env, TZ },
+    });
     expect(out.stdout.toString()).toBe('19');
   });
 
@@ -42,14 +44,22 @@ describe('CLI times in a non-UTC zone (as a subprocess with TZ set)', () => {
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(2);
     expect(run.stdout).toBe('');
     const { error } = JSON.parse(run.stderr) as { error: string };
-    expect(error).toMatch(/2026-01-31T12:00 has no UTC offset: add Z for UTC \(2026-01-31T12:00Z\) or the zone's offset \(e\.g\. 2026-01-31T12:00\+07:00\)/);
+    expect(error).toMatch(
+      /2026-01-31T12:00 has no UTC offset: add Z for UTC \(2026-01-31T12:00Z\) or the zone's offset \(e\.g\. 2026-01-31T12:00\+07:00\)/,
+    );
   });
 
   it('a time with an offset is the same instant whatever the machine zone', async () => {
-    const utc = await runBridge(['offsets', 'reset', '--group', uniqueName('g'), '--topic', events, '--to', '2026-01-31T12:00Z', '--json'], env);
+    const utc = await runBridge(
+      ['offsets', 'reset', '--group', uniqueName('g'), '--topic', events, '--to', '2026-01-31T12:00Z', '--json'],
+      env,
+    );
     expect(utc.code, utc.stderr).toBe(0);
     expect(utc.json().target).toBe('2026-01-31T12:00:00.000Z');
-    const local = await runBridge(['offsets', 'reset', '--group', uniqueName('g'), '--topic', events, '--to', '2026-01-31T19:00+07:00', '--json'], env);
+    const local = await runBridge(
+      ['offsets', 'reset', '--group', uniqueName('g'), '--topic', events, '--to', '2026-01-31T19:00+07:00', '--json'],
+      env,
+    );
     expect(local.code, local.stderr).toBe(0);
     expect(local.json().target).toBe('2026-01-31T12:00:00.000Z');
   });

@@ -1,6 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { body, contractExample, describeAnswer, hmacSource, providerHeaders, resourceKeyOf, SECRET_A, startHarness, type Harness } from './harness.ts';
+import {
+  body,
+  contractExample,
+  describeAnswer,
+  hmacSource,
+  providerHeaders,
+  resourceKeyOf,
+  SECRET_A,
+  startHarness,
+  type Harness,
+} from './harness.ts';
 
 const TENANT = 'tenant_acme';
 const SOURCE = 'provider';

@@ -110,7 +110,15 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   });
   const worker = await startWorker(config, { adminServer: false });
   const ingress = await startIngress(
-    { port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic: names.events, sources: options.sources },
+    {
+      port: 0,
+      host: '127.0.0.1',
+      adminPort: 0,
+      adminHost: '127.0.0.1',
+      brokers: testBrokers(),
+      topic: names.events,
+      sources: options.sources,
+    },
     { logger: createLogger({ name: 'ingress-contract', level: process.env.TEST_LOG_LEVEL ?? 'silent' }) },
   );
   const secrets = new Map(options.sources.map((s) => [s.id, s.secrets[0]!.value]));

@@ -132,7 +132,9 @@ describe('contract: providers as they really send (real ingress, worker, Kafka a
 
     it('answers 400 idempotency_key_mismatch when X-Idempotency-Key disagrees with the body', async () => {
       const e = event('hdr-idem');
-      const answer = await h.post(SOURCE, body(e), { headers: { ...providerHeaders(e), 'X-Idempotency-Key': `${e.idempotency_key}:other` } });
+      const answer = await h.post(SOURCE, body(e), {
+        headers: { ...providerHeaders(e), 'X-Idempotency-Key': `${e.idempotency_key}:other` },
+      });
       expect(answer.status, describeAnswer(answer)).toBe(400);
       expect(errorCode(answer)).toBe('idempotency_key_mismatch');
     });

@@ -31,7 +31,14 @@ describe('contract: per-source policy (real ingress, worker, Kafka and Postgres)
       { ...hmacSource('themes-only', SECRET_A, [TENANT]) },
       { ...hmacSource('catalogue', SECRET_B, [TENANT]), resourceTypes: ['theme', 'palette', 'design_catalogue'] },
       { ...hmacSource('strict', SECRET_A, [TENANT]), strictSchemas: { theme: strict } },
-      { id: 'body-only', scheme: 'hmac-sha256-body', secrets: [{ id: 'b-1', value: BODY_SECRET }], tenants: [TENANT], toleranceSeconds: 300, resourceTypes: ['theme'] },
+      {
+        id: 'body-only',
+        scheme: 'hmac-sha256-body',
+        secrets: [{ id: 'b-1', value: BODY_SECRET }],
+        tenants: [TENANT],
+        toleranceSeconds: 300,
+        resourceTypes: ['theme'],
+      },
     ];
     h = await startHarness({ sources });
   });

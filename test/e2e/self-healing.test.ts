@@ -179,11 +179,16 @@ describe('npm start heals itself (infra/up.ts)', () => {
         process.kill(firstWorkerPid, 'SIGKILL');
         killedAt = Date.now();
         // The worker's admin port goes away with it; ready again once the new process joined the group.
-        readyWatch = until('the restarted worker\'s readiness', async () => {
-          if (!(await ready(ports.workerAdmin))) return undefined;
-          readyAgainAt = Date.now();
-          return true;
-        }, 150_000, 250).then(() => {});
+        readyWatch = until(
+          "the restarted worker's readiness",
+          async () => {
+            if (!(await ready(ports.workerAdmin))) return undefined;
+            readyAgainAt = Date.now();
+            return true;
+          },
+          150_000,
+          250,
+        ).then(() => {});
       }
       await sleep(5);
     }
@@ -193,7 +198,9 @@ describe('npm start heals itself (infra/up.ts)', () => {
     // The supervisor said so: one exit (SIGKILL), one restart, with its delay.
     const exit = await until('the exit line', () => upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker exited')));
     expect(exit).toMatchObject({ pid: firstWorkerPid, code: null, signal: 'SIGKILL', restart: 1, delay_ms: 1000 });
-    const restarted = await until('the restart line', () => upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker restarted')));
+    const restarted = await until('the restart line', () =>
+      upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker restarted')),
+    );
     expect(restarted).toMatchObject({ restarts: 1, starts: 2 });
     expect(restarted.pid).not.toBe(firstWorkerPid);
     expect(upLines().some((l) => l.child === 'worker' && l.msg.startsWith('restarting worker (restart 1, after 1000 ms)'))).toBe(true);
@@ -255,7 +262,9 @@ describe('npm start heals itself (infra/up.ts)', () => {
       'the highest versions on the applied topic',
       async () => {
         records = await readTopic(kafka, topics.applied);
-        const seen = new Set(records.map((rec) => `${rec.key} ${(JSON.parse(rec.value.toString()) as { resource: { version: number } }).resource.version}`));
+        const seen = new Set(
+          records.map((rec) => `${rec.key} ${(JSON.parse(rec.value.toString()) as { resource: { version: number } }).resource.version}`),
+        );
         return resourceIds.every((_, r) => seen.has(`${keyOf(r)} ${highest[r]}`)) ? true : undefined;
       },
       90_000,
@@ -276,7 +285,8 @@ describe('npm start heals itself (infra/up.ts)', () => {
         first.set(eventId, rec.value);
         versions.push((JSON.parse(rec.value.toString()) as { resource: { version: number } }).resource.version);
       }
-      for (let i = 1; i < versions.length; i += 1) expect(versions[i]!, `${keyOf(r)}: ${versions.join(',')}`).toBeGreaterThan(versions[i - 1]!);
+      for (let i = 1; i < versions.length; i += 1)
+        expect(versions[i]!, `${keyOf(r)}: ${versions.join(',')}`).toBeGreaterThan(versions[i - 1]!);
       expect(Math.max(...versions)).toBe(highest[r]);
     }
     const appliedRecords = records.filter((x) => x.key.startsWith('tenant_acme/theme/thm_heal_')).length;
@@ -285,7 +295,8 @@ describe('npm start heals itself (infra/up.ts)', () => {
     expect(await topicRecordCount(kafka, topics.dlq)).toBe(0);
 
     // The worker started exactly twice (the first start and the one restart); the ingress once.
-    const starts = (name: string) => upLines().filter((l) => l.child === name && /^(started|restarted) /.test(l.msg.slice(name.length + 1)));
+    const starts = (name: string) =>
+      upLines().filter((l) => l.child === name && /^(started|restarted) /.test(l.msg.slice(name.length + 1)));
     expect(starts('worker').map((l) => l.pid)).toEqual([firstWorkerPid, restarted.pid]);
     expect(starts('ingress')).toHaveLength(1);
 

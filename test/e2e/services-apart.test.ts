@@ -79,7 +79,11 @@ describe('the services run apart (infra/service.ts)', () => {
     let output = '';
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));
-    const service = { process: child, output: () => output, exit: new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code))) };
+    const service = {
+      process: child,
+      output: () => output,
+      exit: new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code))),
+    };
     services.push(service);
     return service;
   }
@@ -87,7 +91,10 @@ describe('the services run apart (infra/service.ts)', () => {
   /** The admin port the worker's command chose, from its `worker started` line. */
   const adminPortOf = (s: Service) =>
     until('the worker started line', () => {
-      const line = s.output().split('\n').find((l) => l.includes('"service":"run-worker"') && l.includes('worker started'));
+      const line = s
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"service":"run-worker"') && l.includes('worker started'));
       return line ? (JSON.parse(line) as { admin_port: number }).admin_port : undefined;
     });
 
@@ -111,7 +118,8 @@ describe('the services run apart (infra/service.ts)', () => {
     const workerPorts = await Promise.all(workers.map(adminPortOf));
     expect(new Set(workerPorts).size).toBe(2);
     await until('ingress readiness', async () => ((await ready(ports.ingressAdmin)) ? true : undefined), 120_000);
-    for (const port of workerPorts) await until(`worker readiness on ${port}`, async () => ((await ready(port)) ? true : undefined), 120_000);
+    for (const port of workerPorts)
+      await until(`worker readiness on ${port}`, async () => ((await ready(port)) ? true : undefined), 120_000);
 
     const kafka = testKafka();
     const admin = kafka.admin();
@@ -133,7 +141,11 @@ describe('the services run apart (infra/service.ts)', () => {
             const event = sampleThemeEvent({ resource: { type: 'theme', id, version: ++versions[r]! } });
             const body = Buffer.from(JSON.stringify(event));
             const headers = signWebhook({ scheme: 'hmac-sha256', secret, body, id: event.event_id });
-            const answer = await send(`http://127.0.0.1:${ports.public}`, { path: '/webhooks/demo', headers: Object.entries(headers), body });
+            const answer = await send(`http://127.0.0.1:${ports.public}`, {
+              path: '/webhooks/demo',
+              headers: Object.entries(headers),
+              body,
+            });
             expect(answer.status, answer.body).toBe(202);
           }),
         );

@@ -157,11 +157,17 @@ describe('failures: one broker of three killed under load, round after round', (
         liveBrokers = 2;
         await cluster.stopNode(node, 'SIGKILL');
         const killedAt = Date.now();
-        await waitFor(`round ${round}: load flowing with broker ${node} down`, async () => accepted.size >= atKill + 200 && Date.now() - killedAt >= DOWN_MS, 90_000);
+        await waitFor(
+          `round ${round}: load flowing with broker ${node} down`,
+          async () => accepted.size >= atKill + 200 && Date.now() - killedAt >= DOWN_MS,
+          90_000,
+        );
         await cluster.startNode(node);
         liveBrokers = 3;
         log.close(window);
-        rounds.push(`round ${round}: broker ${node} down ${((Date.now() - killedAt) / 1000).toFixed(1)} s, ${accepted.size - atKill} accepted meanwhile`);
+        rounds.push(
+          `round ${round}: broker ${node} down ${((Date.now() - killedAt) / 1000).toFixed(1)} s, ${accepted.size - atKill} accepted meanwhile`,
+        );
       }
       await waitFor('every replica in sync at the end', fullIsr, 90_000);
     } finally {
@@ -178,18 +184,27 @@ describe('failures: one broker of three killed under load, round after round', (
       await waitFor('group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
       await waitFor('outbox published', () => outboxDrained(db.pool), 60_000);
     } catch (error) {
-      throw new Error(`${(error as Error).message}: ${await applied()}/${ids.length} applied; consumer crashes: ${JSON.stringify(crashes)}`);
+      throw new Error(
+        `${(error as Error).message}: ${await applied()}/${ids.length} applied; consumer crashes: ${JSON.stringify(crashes)}`,
+      );
     }
 
     const problems: string[] = [];
     // Every 2xx is on the events topic...
     const events = await missingFromEventsTopic(kafka, names.events, ids);
-    problems.push(...events.missing.map((id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`));
+    problems.push(
+      ...events.missing.map(
+        (id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`,
+      ),
+    );
     // ...and applied (each version was sent only after the one before it was acknowledged).
     const rows = await inboxRows(db.pool, T, ids);
     for (const [id, a] of accepted) {
       const row = rows.get(id);
-      if (row?.status !== 'applied') problems.push(`accepted ${id} (${a.resource} v${a.version}) ended ${row ? `${row.status} (${row.reason}: ${row.last_error})` : 'missing'}`);
+      if (row?.status !== 'applied')
+        problems.push(
+          `accepted ${id} (${a.resource} v${a.version}) ended ${row ? `${row.status} (${row.reason}: ${row.last_error})` : 'missing'}`,
+        );
     }
     const acceptedMax = new Map<string, number>();
     for (const a of accepted.values()) acceptedMax.set(a.resource, Math.max(acceptedMax.get(a.resource) ?? 0, a.version));
@@ -223,7 +238,9 @@ describe('failures: one broker of three killed under load, round after round', (
       let j = i;
       while (j + 1 < ready.length && ready[j + 1]!.status !== 200) j += 1;
       const seconds = (ready[j]!.at - ready[i]!.at) / 1000 + 0.25;
-      stretches.push(`${seconds.toFixed(2)} s from +${((ready[i]!.at - ready[0]!.at) / 1000).toFixed(1)} s with ${ready[i]!.liveBrokers} brokers up: ${ready[i]!.body.slice(0, 200)}`);
+      stretches.push(
+        `${seconds.toFixed(2)} s from +${((ready[i]!.at - ready[0]!.at) / 1000).toFixed(1)} s with ${ready[i]!.liveBrokers} brokers up: ${ready[i]!.body.slice(0, 200)}`,
+      );
       i = j;
     }
     return stretches;
@@ -235,7 +252,10 @@ describe('failures: one broker of three killed under load, round after round', (
   // Now a failed batch only replaces the producer; the probe alone decides that the broker is down.
   it('/readyz of the ingress stays green while two brokers are up', () => {
     const red = redWithTwoUp();
-    if (red.length > 0) console.error(`[failover] FINDING: /readyz red in ${red.length} of ${ready.length} samples with two brokers up: ${redStretches().slice(0, 6).join(' | ')}`);
+    if (red.length > 0)
+      console.error(
+        `[failover] FINDING: /readyz red in ${red.length} of ${ready.length} samples with two brokers up: ${redStretches().slice(0, 6).join(' | ')}`,
+      );
     expect(ready.length).toBeGreaterThan(0);
     expect(red.length, `ingress /readyz not ready while two brokers were up: ${redStretches().slice(0, 6).join(' | ')}`).toBe(0);
   });

@@ -153,7 +153,8 @@ describe('failures: fault matrix under steady traffic', () => {
         .then((answer) => {
           const record = answerRecord(sentAt, answer, event);
           log.record(record);
-          if (record.status >= 200 && record.status < 300) accepted.set(event.eventId, { resource, version, answeredAt: record.answeredAt });
+          if (record.status >= 200 && record.status < 300)
+            accepted.set(event.eventId, { resource, version, answeredAt: record.answeredAt });
         })
         .finally(() => {
           inFlight.delete(resource);
@@ -178,7 +179,11 @@ describe('failures: fault matrix under steady traffic', () => {
     async function recover(name: string): Promise<void> {
       const started = Date.now();
       await waitFor(`${name}: ingress ready`, async () => ingress.ready(), 90_000);
-      await waitFor(`${name}: a request accepted again`, async () => log.answers.some((a) => a.sentAt >= started && a.status === 202), 60_000);
+      await waitFor(
+        `${name}: a request accepted again`,
+        async () => log.answers.some((a) => a.sentAt >= started && a.status === 202),
+        60_000,
+      );
       const ids = [...accepted.keys()];
       let left: string[] = ids;
       let age = 0;
@@ -267,12 +272,15 @@ describe('failures: fault matrix under steady traffic', () => {
           await sleep(STUCK_SESSION_MS);
           // The session lasted (nothing ended it), the busy key did not move meanwhile although
           // its events kept being accepted, and nothing was routed to a retry topic or the DLQ.
-          await stuck.query('SELECT 1').catch((e: Error) => stuckProblems.push(`the stuck session did not last ${STUCK_SESSION_MS / 1000} s: ${e.message}`));
+          await stuck
+            .query('SELECT 1')
+            .catch((e: Error) => stuckProblems.push(`the stuck session did not last ${STUCK_SESSION_MS / 1000} s: ${e.message}`));
           const hotAfter = (await resourceVersions(pool, TENANT)).get(HOT);
           if (hotAfter !== hotBefore) stuckProblems.push(`${HOT} moved from v${hotBefore} to v${hotAfter} while its lock was held`);
           const hotAccepted = [...accepted.values()].filter((a) => a.resource === HOT && a.version > (hotBefore ?? 0)).length;
           if (hotAccepted === 0) stuckProblems.push(`no event of ${HOT} accepted while its lock was held: the fault did not bite`);
-          if (accepted.size - acceptedBefore < 100) stuckProblems.push(`only ${accepted.size - acceptedBefore} events accepted during the stuck session`);
+          if (accepted.size - acceptedBefore < 100)
+            stuckProblems.push(`only ${accepted.size - acceptedBefore} events accepted during the stuck session`);
           for (const topic of [...names.retries, names.dlq]) {
             const n = await topicRecordCount(kafka, topic);
             if (n > 0) stuckProblems.push(`${n} records on ${topic} while the session was stuck`);
@@ -285,9 +293,14 @@ describe('failures: fault matrix under steady traffic', () => {
             metricSum(metrics, 'webhook_failures_total', { class: 'outage', code: 'lock_timeout' }) +
             metricSum(metrics, 'webhook_failures_total', { class: 'outage', code: 'statement_timeout' });
           pauses = metricSum(metrics, 'webhook_outage_pauses_total', { consumer: 'main' });
-          failureSamples = metrics.split('\n').filter((l) => l.startsWith('webhook_failures_total{')).join(', ');
+          failureSamples = metrics
+            .split('\n')
+            .filter((l) => l.startsWith('webhook_failures_total{'))
+            .join(', ');
           if (lockTimeouts === 0 || pauses === 0) {
-            stuckProblems.push(`the worker saw ${lockTimeouts} lock or statement timeouts and paused ${pauses} times during the stuck session (${failureSamples})`);
+            stuckProblems.push(
+              `the worker saw ${lockTimeouts} lock or statement timeouts and paused ${pauses} times during the stuck session (${failureSamples})`,
+            );
           }
           const routed = metricSum(metrics, 'webhook_retries_total') + metricSum(metrics, 'dead_letter_total');
           if (routed > 0) stuckProblems.push(`the worker routed ${routed} events to a retry topic or the DLQ during the stuck session`);
@@ -310,18 +323,26 @@ describe('failures: fault matrix under steady traffic', () => {
         for (const [i, topic] of names.retries.entries()) {
           if (!(await groupCaughtUp(kafka, `${groupId}.retry.${i + 1}`, topic))) return false;
         }
-        const { rows } = await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('received', 'retrying')");
+        const { rows } = await pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('received', 'retrying')",
+        );
         return rows[0]!.n === 0 && (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
       },
       120_000,
     ).catch(async (error: Error) => {
-      throw new Error(`${error.message}: ${(await unsettled(ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`);
+      throw new Error(
+        `${error.message}: ${(await unsettled(ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
+      );
     });
 
     const problems: string[] = [...stuckProblems];
     // Every 2xx answer is on the events topic.
     const events = await missingFromEventsTopic(kafka, names.events, ids);
-    problems.push(...events.missing.map((id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`));
+    problems.push(
+      ...events.missing.map(
+        (id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`,
+      ),
+    );
     // Every acknowledged event ends applied, duplicate or stale: none dead-lettered, retrying or lost.
     const rows = await inboxRows(pool, TENANT, ids);
     const tally: Record<string, number> = {};
@@ -330,7 +351,9 @@ describe('failures: fault matrix under steady traffic', () => {
       const status = row?.status ?? 'missing';
       tally[status] = (tally[status] ?? 0) + 1;
       if (!FINAL_STATUSES.has(status)) {
-        problems.push(`accepted ${id} (${a.resource} v${a.version}) ended ${status}${row ? ` (reason ${row.reason}, attempts ${row.attempts}: ${row.last_error})` : ' (lost)'}`);
+        problems.push(
+          `accepted ${id} (${a.resource} v${a.version}) ended ${status}${row ? ` (reason ${row.reason}, attempts ${row.attempts}: ${row.last_error})` : ' (lost)'}`,
+        );
       }
     }
     const acceptedMax = new Map<string, number>();

@@ -149,7 +149,8 @@ export class WorkerProcess {
    */
   restartProblems(): string[] {
     const problems = this.unexpectedExits.map(
-      (e) => `worker exited by itself at ${new Date(e.at).toISOString()} (code ${e.code}, signal ${e.signal}); its last output:\n${e.log.slice(-3_000)}`,
+      (e) =>
+        `worker exited by itself at ${new Date(e.at).toISOString()} (code ${e.code}, signal ${e.signal}); its last output:\n${e.log.slice(-3_000)}`,
     );
     const expectedExits = this.exits.filter((e) => e.expected).length;
     if (expectedExits !== this.kills) problems.push(`${this.kills} kills but ${expectedExits} exits by SIGKILL`);
@@ -203,7 +204,11 @@ export interface FaultWindow {
   end?: number;
 }
 
-export function answerRecord(sentAt: number, answer: HttpAnswer | Error, event: { eventId: string; resource: string; version: number }): AnswerRecord {
+export function answerRecord(
+  sentAt: number,
+  answer: HttpAnswer | Error,
+  event: { eventId: string; resource: string; version: number },
+): AnswerRecord {
   const answeredAt = Date.now();
   if (answer instanceof Error) return { sentAt, answeredAt, status: 0, retryAfter: undefined, error: answer.message, ...event };
   const retryAfter = answer.headers['retry-after'];
@@ -250,7 +255,8 @@ export class AnswerLog {
     const outside = considered.filter((a) => this.windowOf(a) === undefined);
     const ok = outside.filter(is2xx).length;
     if (outside.length === 0) problems.push('no request outside the fault windows');
-    else if (ok / outside.length < floor) problems.push(`outside the fault windows only ${ok} of ${outside.length} requests were answered 2xx (floor ${floor * 100}%)`);
+    else if (ok / outside.length < floor)
+      problems.push(`outside the fault windows only ${ok} of ${outside.length} requests were answered 2xx (floor ${floor * 100}%)`);
     const wrong = considered.filter((a) => !is2xx(a) && (a.status !== 503 || !a.retryAfter));
     if (wrong.length > 0) {
       const kinds = new Map<string, number>();
@@ -319,7 +325,11 @@ export async function resourceVersions(pool: pg.Pool, tenant: string, type = 'th
 }
 
 /** Ids of the accepted events that are not on the events topic (by the `event-id` header). */
-export async function missingFromEventsTopic(kafka: Kafka, topic: string, ids: Iterable<string>): Promise<{ missing: string[]; records: number }> {
+export async function missingFromEventsTopic(
+  kafka: Kafka,
+  topic: string,
+  ids: Iterable<string>,
+): Promise<{ missing: string[]; records: number }> {
   const records = await readTopic(kafka, topic, 120_000);
   const onTopic = new Set(records.map((r) => r.headers['event-id']));
   return { missing: [...ids].filter((id) => !onTopic.has(id)), records: records.length };
@@ -447,7 +457,9 @@ export function analyseApplied(
   }
   for (const [name, key] of keys) {
     if (key.replay) {
-      problems.push(`${name}: the replay from ${key.replay.from} ended at v${key.history[key.replay.next - 1]!.version}, below v${key.history.at(-1)!.version}`);
+      problems.push(
+        `${name}: the replay from ${key.replay.from} ended at v${key.history[key.replay.next - 1]!.version}, below v${key.history.at(-1)!.version}`,
+      );
     }
   }
   for (const id of input.resources) {
@@ -455,7 +467,8 @@ export function analyseApplied(
     const stored = input.state.get(id);
     const onTopic = keys.get(name)?.history.at(-1)?.version;
     if (stored === undefined) problems.push(`${name}: no resource_state row`);
-    else if (onTopic !== stored) problems.push(`${name}: applied topic ends at ${onTopic === undefined ? 'nothing' : `v${onTopic}`}, resource_state holds v${stored}`);
+    else if (onTopic !== stored)
+      problems.push(`${name}: applied topic ends at ${onTopic === undefined ? 'nothing' : `v${onTopic}`}, resource_state holds v${stored}`);
   }
   return { problems, records: records.length, repeated, replaysBack };
 }
@@ -466,7 +479,8 @@ export function stateProblems(input: { accepted: Map<string, number>; sent: Map<
   for (const [resource, version] of input.accepted) {
     const got = input.state.get(resource);
     const most = input.sent.get(resource) ?? version;
-    if (got === undefined || got < version || got > most) problems.push(`${resource}: stored v${got}, accepted up to v${version}, sent up to v${most}`);
+    if (got === undefined || got < version || got > most)
+      problems.push(`${resource}: stored v${got}, accepted up to v${version}, sent up to v${most}`);
   }
   return problems;
 }

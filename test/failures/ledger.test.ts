@@ -155,9 +155,7 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
     for (const [i, topic] of names.retries.entries()) {
       if (!(await groupCaughtUp(kafka, `${groupId}.retry.${i + 1}`, topic))) return false;
     }
-    const { rows } = await db.pool.query<{ n: string }>(
-      "SELECT count(*) AS n FROM inbox_events WHERE status IN ('received', 'retrying')",
-    );
+    const { rows } = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM inbox_events WHERE status IN ('received', 'retrying')");
     if (Number(rows[0]!.n) !== 0) return false;
     // The applied topic is checked too: everything applied must have been published.
     return outboxDrained(db.pool);
@@ -175,7 +173,8 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
       tally[status] = (tally[status] ?? 0) + 1;
       if (a.resource === POISON) {
         // Poison the test sent: dead-lettered, and the DLQ record is there.
-        if (status !== 'dead_lettered' || !dlqIds.has(id)) problems.push(`poison ${id} (v${a.version}) ended ${status}${dlqIds.has(id) ? '' : ', not in the DLQ'}`);
+        if (status !== 'dead_lettered' || !dlqIds.has(id))
+          problems.push(`poison ${id} (v${a.version}) ended ${status}${dlqIds.has(id) ? '' : ', not in the DLQ'}`);
       } else if (!FINAL_STATUSES.has(status)) {
         const why = row ? ` (reason ${row.reason}, attempts ${row.attempts}, last error ${row.last_error})` : ' (no inbox row: lost)';
         problems.push(`${id} (${a.resource} v${a.version}) ended ${status}${why}`);
@@ -185,7 +184,9 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
     for (const d of dlq) {
       if (!poisonSent.has(d.eventId)) {
         const event = sent.get(d.eventId);
-        problems.push(`honest event dead-lettered: ${d.eventId} (${event ? `${event.resource} v${event.version}` : d.key}) reason ${d.reason}: ${d.error}`);
+        problems.push(
+          `honest event dead-lettered: ${d.eventId} (${event ? `${event.resource} v${event.version}` : d.key}) reason ${d.reason}: ${d.error}`,
+        );
       }
     }
     // State: per honest resource the highest accepted version, at most the highest sent (a 503 may

@@ -57,7 +57,18 @@ export class OwnPostgres {
 
   async start(): Promise<void> {
     const options = `-p ${this.port} -k ${path.dirname(this.dataDir)} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60`;
-    this.#run('pg_ctl', ['-D', this.dataDir, '-o', options, '-l', path.join(path.dirname(this.dataDir), 'server.log'), '-w', '-t', '60', 'start']);
+    this.#run('pg_ctl', [
+      '-D',
+      this.dataDir,
+      '-o',
+      options,
+      '-l',
+      path.join(path.dirname(this.dataDir), 'server.log'),
+      '-w',
+      '-t',
+      '60',
+      'start',
+    ]);
     const deadline = Date.now() + 30_000;
     while (!(await canConnect(this.adminUrl, 1000))) {
       if (Date.now() > deadline) throw new Error(`own Postgres on ${this.port} not answering`);

@@ -73,7 +73,14 @@ describe('failures: Postgres outage under a steady stream', () => {
           versions.set(id, version);
           batch.push(themeEvent(T, id, version));
         }
-        await producer.send({ topic: names.events, acks: -1, messages: batch.map((e) => { const r = raw(e); return { key: r.key, value: r.value }; }) });
+        await producer.send({
+          topic: names.events,
+          acks: -1,
+          messages: batch.map((e) => {
+            const r = raw(e);
+            return { key: r.key, value: r.value };
+          }),
+        });
         sent.push(...batch);
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -83,7 +90,11 @@ describe('failures: Postgres outage under a steady stream', () => {
     await waitFor('some events applied before the outage', async () => (await appliedCount()) > 20);
     await own.stop();
     const stoppedAt = Date.now();
-    await waitFor('main consumer paused', async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1, 20_000);
+    await waitFor(
+      'main consumer paused',
+      async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1,
+      20_000,
+    );
     await new Promise((r) => setTimeout(r, OUTAGE_MS - (Date.now() - stoppedAt)));
     // The whole outage: nothing was routed anywhere.
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(1);
@@ -97,7 +108,10 @@ describe('failures: Postgres outage under a steady stream', () => {
     await waitFor('every event in the inbox', async () => (await appliedCount()) === sent.length, 30_000);
     const { rows } = await pool.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM inbox_events GROUP BY status');
     expect(Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))).toEqual({ applied: sent.length });
-    const states = await pool.query<{ resource_id: string; version: string }>('SELECT resource_id, version FROM resource_state WHERE tenant_id = $1', [T]);
+    const states = await pool.query<{ resource_id: string; version: string }>(
+      'SELECT resource_id, version FROM resource_state WHERE tenant_id = $1',
+      [T],
+    );
     expect(Object.fromEntries(states.rows.map((r) => [r.resource_id, Number(r.version)]))).toEqual(Object.fromEntries(versions));
     for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(0);

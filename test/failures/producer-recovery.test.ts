@@ -23,7 +23,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Its offset is committed: a DLQ record the router reported as written is not on the topic.
  */
 describe('failure producer after a send that timed out', () => {
-  const cluster = new LocalKafka({ name: `producer-recovery-${process.pid}`, nodes: 1, basePort: Number(process.env.PRODUCER_RECOVERY_BASE_PORT ?? 27292) });
+  const cluster = new LocalKafka({
+    name: `producer-recovery-${process.pid}`,
+    nodes: 1,
+    basePort: Number(process.env.PRODUCER_RECOVERY_BASE_PORT ?? 27292),
+  });
   let kafka: Kafka;
   let db: TestDatabase;
   let names: TopicNames;
@@ -66,7 +70,14 @@ describe('failure producer after a send that timed out', () => {
     const record = (): SourceRecord => {
       const event = sampleThemeEvent({ resource: { id: uniqueName('thm'), version: 1 } });
       offset += 1;
-      return { topic: names.events, partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)), headers: {} };
+      return {
+        topic: names.events,
+        partition: 0,
+        offset: String(offset),
+        key: resourceKey(event),
+        value: Buffer.from(JSON.stringify(event)),
+        headers: {},
+      };
     };
     const deadLetter = (r: SourceRecord) => router.route(r, permanentFailure('invalid_data', 'poison for the test'));
 

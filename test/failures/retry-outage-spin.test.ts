@@ -73,7 +73,11 @@ describe('failures: a retry consumer during a Postgres outage', () => {
     await waitFor('both events in the retry topic', async () => (await topicSize(kafka, names.retries[0]!)) === 2, 20_000);
     await own.stop();
     // `early` comes due first, meets the outage and pauses the retry topic; `late` comes due while it is paused.
-    await waitFor('the retry consumer paused', async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'retry.1' })) === 1, 20_000);
+    await waitFor(
+      'the retry consumer paused',
+      async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'retry.1' })) === 1,
+      20_000,
+    );
     await sleep(2_500);
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -83,8 +87,14 @@ describe('failures: a retry consumer during a Postgres outage', () => {
     await own.start();
 
     await waitFor('the retry group caught up', () => groupCaughtUp(kafka, `${groupId}.retry.1`, names.retries[0]!), 60_000);
-    const { rows } = await pool.query<{ event_id: string; status: string }>('SELECT event_id, status FROM inbox_events WHERE tenant_id = $1', [T]);
-    expect(Object.fromEntries(rows.map((r) => [r.event_id, r.status]))).toEqual({ [early.event_id]: 'applied', [late.event_id]: 'applied' });
+    const { rows } = await pool.query<{ event_id: string; status: string }>(
+      'SELECT event_id, status FROM inbox_events WHERE tenant_id = $1',
+      [T],
+    );
+    expect(Object.fromEntries(rows.map((r) => [r.event_id, r.status]))).toEqual({
+      [early.event_id]: 'applied',
+      [late.event_id]: 'applied',
+    });
     expect(await topicSize(kafka, names.dlq)).toBe(0);
     // Paused and waiting costs next to nothing; the loop kept a core busy.
     expect(busy, `CPU share of the test process while paused: ${busy.toFixed(2)}`).toBeLessThan(0.25);

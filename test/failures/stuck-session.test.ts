@@ -56,13 +56,20 @@ describe('failures: a stuck session holding a resource lock', () => {
     const others = Array.from({ length: 5 }, (_, i) => themeEvent(T, `free${i}`, 1));
     // A session of a bridge pool, as a frozen worker's would be: lock taken, a row written (so it
     // holds back the relay's snapshot horizon too), then silence.
-    const frozenPool = createPool({ url: db.url, max: 1, applicationName: 'frozen-worker', idleInTransactionTimeoutMs: IDLE_IN_TRANSACTION_MS });
+    const frozenPool = createPool({
+      url: db.url,
+      max: 1,
+      applicationName: 'frozen-worker',
+      idleInTransactionTimeoutMs: IDLE_IN_TRANSACTION_MS,
+    });
     frozenPool.on('error', () => {});
     const frozen = await frozenPool.connect();
     frozen.on('error', () => {});
     await frozen.query('BEGIN');
     await frozen.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7261))', [resourceKey(blocked)]);
-    await frozen.query(`INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset) VALUES ('evt_frozen', 'x/theme/x', '{}', 't', 0, 0)`);
+    await frozen.query(
+      `INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset) VALUES ('evt_frozen', 'x/theme/x', '{}', 't', 0, 0)`,
+    );
     const started = Date.now();
     try {
       await produce(kafka, names.events, [raw(blocked), ...others.map(raw)]);

@@ -50,7 +50,7 @@ describe('migrations on the real Postgres', () => {
     }
   });
 
-  it('has its own timeouts: a long statement outlives the pool\'s 10 s, a lock wait gives up instead of queueing', async () => {
+  it("has its own timeouts: a long statement outlives the pool's 10 s, a lock wait gives up instead of queueing", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
     const other = await createEmptyDatabase();
     // A pool with the hot path's statement timeout, as `bridge migrate` and the services use.
@@ -65,7 +65,9 @@ describe('migrations on the real Postgres', () => {
       await c.query('BEGIN');
       await c.query('LOCK TABLE busy IN ACCESS SHARE MODE');
       const started = Date.now();
-      await expect(migrate(pool, { dir, lockTimeoutMs: 500 })).rejects.toThrow(/0002_alter\.sql failed: canceling statement due to lock timeout/);
+      await expect(migrate(pool, { dir, lockTimeoutMs: 500 })).rejects.toThrow(
+        /0002_alter\.sql failed: canceling statement due to lock timeout/,
+      );
       expect(Date.now() - started).toBeLessThan(5_000);
       await c.query('ROLLBACK');
       c.release();
@@ -84,7 +86,10 @@ describe('migrations on the real Postgres', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
     const other = await createEmptyDatabase();
     try {
-      writeFileSync(path.join(dir, '0001_table.sql'), 'CREATE TABLE rows_ (id int, k text); INSERT INTO rows_ SELECT g, (g % 7)::text FROM generate_series(1, 1000) AS g;');
+      writeFileSync(
+        path.join(dir, '0001_table.sql'),
+        'CREATE TABLE rows_ (id int, k text); INSERT INTO rows_ SELECT g, (g % 7)::text FROM generate_series(1, 1000) AS g;',
+      );
       await migrate(other.pool, { dir });
       // What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index of the same name.
       await other.pool.query('CREATE INDEX rows_k ON rows_ (k)');
@@ -105,7 +110,9 @@ describe('migrations on the real Postgres', () => {
         ].join('\n'),
       );
       expect((await migrate(other.pool, { dir })).applied.map((m) => m.version)).toEqual([2]);
-      const { rows } = await other.pool.query<{ valid: boolean }>("SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'rows_k'::regclass");
+      const { rows } = await other.pool.query<{ valid: boolean }>(
+        "SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'rows_k'::regclass",
+      );
       expect(rows[0]!.valid).toBe(true);
       const done = await other.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM rows_ WHERE done');
       expect(done.rows[0]!.n).toBe(1000);

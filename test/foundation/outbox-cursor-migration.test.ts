@@ -53,7 +53,9 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     expect(next.rows.map((r) => r.event_id)).toEqual(['evt_4', 'evt_5', 'evt_6']);
     // The headers moved to columns.
     expect(next.rows[0]).toMatchObject({ source_topic: 'theme.events', source_partition: 2, source_offset: '4' });
-    const batches = await db.pool.query<{ records: number; published_at: Date }>('SELECT records, published_at FROM applied_outbox_batches');
+    const batches = await db.pool.query<{ records: number; published_at: Date }>(
+      'SELECT records, published_at FROM applied_outbox_batches',
+    );
     expect(batches.rows).toHaveLength(1);
     expect(batches.rows[0]!.published_at.toISOString()).toBe('2026-11-01T00:00:05.000Z');
   });

@@ -19,20 +19,38 @@ describe('migration 0003 (tenant-scoped inbox) on a database with rows from befo
   let db: TestDatabase;
   let before: string;
   const applied = contractExampleEvent();
-  const stale = { ...contractExampleEvent(), event_id: 'evt_old_stale', idempotency_key: 'theme:thm_123:v7', resource: { type: 'theme', id: 'thm_123', version: 7 } };
+  const stale = {
+    ...contractExampleEvent(),
+    event_id: 'evt_old_stale',
+    idempotency_key: 'theme:thm_123:v7',
+    resource: { type: 'theme', id: 'thm_123', version: 7 },
+  };
 
   beforeAll(async () => {
     db = await createEmptyDatabase();
     before = await mkdtemp(path.join(os.tmpdir(), 'migrations-0002-'));
-    for (const file of ['0001_init.sql', '0002_outbox_cursor.sql']) await copyFile(path.join(defaultMigrationsDir, file), path.join(before, file));
+    for (const file of ['0001_init.sql', '0002_outbox_cursor.sql'])
+      await copyFile(path.join(defaultMigrationsDir, file), path.join(before, file));
     await migrate(db.pool, { dir: before });
     // What the old worker left: the example applied, a stale event that (then) claimed its idempotency key.
-    for (const [event, status] of [[applied, 'applied'], [stale, 'stale']] as const) {
+    for (const [event, status] of [
+      [applied, 'applied'],
+      [stale, 'stale'],
+    ] as const) {
       await db.pool.query(
         `INSERT INTO inbox_events (event_id, idempotency_key, tenant_id, resource_type, resource_id, resource_version, event_type,
            status, body_sha256, payload)
          VALUES ($1, $2, $3, 'theme', $4, $5, $6, $7, 'old-sha', $8)`,
-        [event.event_id, event.idempotency_key, event.tenant_id, event.resource.id, event.resource.version, event.event_type, status, JSON.stringify(event)],
+        [
+          event.event_id,
+          event.idempotency_key,
+          event.tenant_id,
+          event.resource.id,
+          event.resource.version,
+          event.event_type,
+          status,
+          JSON.stringify(event),
+        ],
       );
     }
     await db.pool.query(

@@ -110,7 +110,10 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
     await Promise.race([
       done,
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`read ${out.length} records of ${topic}; partitions ${[...pending].join(',')} not read to their end`)), timeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`read ${out.length} records of ${topic}; partitions ${[...pending].join(',')} not read to their end`)),
+          timeoutMs,
+        );
       }),
     ]);
   } finally {

@@ -65,7 +65,8 @@ function start(main: string, env: Record<string, string>): Service {
       for (;;) {
         const line = stdout.split('\n').find((l) => l.includes('"admin server listening"'));
         if (line) return (JSON.parse(line) as { port: number }).port;
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main} did not start its admin server:\n${stdout}\n${stderr}`);
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`${main} did not start its admin server:\n${stdout}\n${stderr}`);
         await new Promise((r) => setTimeout(r, 50));
       }
     },
@@ -94,7 +95,15 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
     await db.drop();
   });
 
-  const ingressEnv = (extra: Record<string, string>) => ({ ...devEnv, KAFKA_BROKERS: testBrokers().join(','), TOPIC_EVENTS: names.events, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', ...extra });
+  const ingressEnv = (extra: Record<string, string>) => ({
+    ...devEnv,
+    KAFKA_BROKERS: testBrokers().join(','),
+    TOPIC_EVENTS: names.events,
+    PORT: '0',
+    ADMIN_PORT: '0',
+    HOST: '127.0.0.1',
+    ...extra,
+  });
   const workerEnv = (extra: Record<string, string>) => ({
     KAFKA_BROKERS: testBrokers().join(','),
     DATABASE_URL: db.url,

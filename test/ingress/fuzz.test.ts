@@ -40,24 +40,69 @@ function buildCase(random: () => number): Fuzzed {
   const source = std ? 'acme-std' : 'acme';
   // Ids from the seeded generator too, so a failing case can be rebuilt from the seed.
   const event = sampleThemeEvent({ event_id: `evt_fuzz_${int(1e12)}`, resource: { id: `theme_${int(50)}`, version: 1 + int(1e6) } });
-  const names = std ? ['webhook-id', 'webhook-timestamp', 'webhook-signature'] : ['x-webhook-id', 'x-webhook-timestamp', 'x-webhook-signature'];
+  const names = std
+    ? ['webhook-id', 'webhook-timestamp', 'webhook-signature']
+    : ['x-webhook-id', 'x-webhook-timestamp', 'x-webhook-signature'];
 
   // Mutations that re-sign a bad body: the signature is valid, the content is not.
   const signedBodies: Array<[string, () => { body: Buffer; id?: string }]> = [
-    ['signed-truncated', () => { const b = Buffer.from(JSON.stringify(event)); return { body: b.subarray(0, int(b.length - 1)) }; }],
-    ['signed-bad-utf8', () => { const b = Buffer.from(JSON.stringify(event)); const at = 2 + int(b.length - 4); b[at] = pick([0xff, 0xc0, 0xfe, 0x80]); return { body: b }; }],
-    ['signed-deep', () => { const d = 33 + int(2000); return { body: Buffer.from('{"a":'.repeat(d) + '1' + '}'.repeat(d)) }; }],
-    ['signed-deep-array', () => { const d = 33 + int(5000); return { body: Buffer.from('['.repeat(d) + ']'.repeat(d)) }; }],
-    ['signed-proto', () => ({ body: Buffer.from(JSON.stringify(event).replace('"data":{', `"data":{"${pick(['__proto__', 'constructor', 'prototype'])}":{"polluted":true},`)) })],
+    [
+      'signed-truncated',
+      () => {
+        const b = Buffer.from(JSON.stringify(event));
+        return { body: b.subarray(0, int(b.length - 1)) };
+      },
+    ],
+    [
+      'signed-bad-utf8',
+      () => {
+        const b = Buffer.from(JSON.stringify(event));
+        const at = 2 + int(b.length - 4);
+        b[at] = pick([0xff, 0xc0, 0xfe, 0x80]);
+        return { body: b };
+      },
+    ],
+    [
+      'signed-deep',
+      () => {
+        const d = 33 + int(2000);
+        return { body: Buffer.from('{"a":'.repeat(d) + '1' + '}'.repeat(d)) };
+      },
+    ],
+    [
+      'signed-deep-array',
+      () => {
+        const d = 33 + int(5000);
+        return { body: Buffer.from('['.repeat(d) + ']'.repeat(d)) };
+      },
+    ],
+    [
+      'signed-proto',
+      () => ({
+        body: Buffer.from(
+          JSON.stringify(event).replace('"data":{', `"data":{"${pick(['__proto__', 'constructor', 'prototype'])}":{"polluted":true},`),
+        ),
+      }),
+    ],
     ['signed-top-proto', () => ({ body: Buffer.from(JSON.stringify(event).replace('{', '{"__proto__":{"x":1},')) })],
     ['signed-duplicate-key', () => ({ body: Buffer.from(JSON.stringify(event).replace('{', `{"tenant_id":"tenant_other",`)) })],
     ['signed-version', () => ({ body: Buffer.from(JSON.stringify({ ...event, event_version: pick([0, 2, 99, '1', 1.5, null]) })) })],
-    ['signed-tenant', () => ({ body: Buffer.from(JSON.stringify({ ...event, tenant_id: pick(['tenant_evil', 'tenant_ACME', '', 'a/b']) })) })],
+    [
+      'signed-tenant',
+      () => ({ body: Buffer.from(JSON.stringify({ ...event, tenant_id: pick(['tenant_evil', 'tenant_ACME', '', 'a/b']) })) }),
+    ],
     ['signed-id-mismatch', () => ({ body: Buffer.from(JSON.stringify(event)), id: `evt_${int(1e9)}` })],
     ['signed-garbage', () => ({ body: Buffer.from(Array.from({ length: int(300) }, () => int(256))) })],
     ['signed-empty', () => ({ body: Buffer.alloc(0) })],
     ['signed-not-object', () => ({ body: Buffer.from(pick(['[]', '1', '"x"', 'null', 'true', '{}'])) })],
-    ['signed-missing-field', () => { const copy: Record<string, unknown> = { ...event }; delete copy[pick(['event_id', 'event_type', 'occurred_at', 'tenant_id', 'resource', 'data'])]; return { body: Buffer.from(JSON.stringify(copy)) }; }],
+    [
+      'signed-missing-field',
+      () => {
+        const copy: Record<string, unknown> = { ...event };
+        delete copy[pick(['event_id', 'event_type', 'occurred_at', 'tenant_id', 'resource', 'data'])];
+        return { body: Buffer.from(JSON.stringify(copy)) };
+      },
+    ],
     ['signed-bom', () => ({ body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(event))]) })],
   ];
 
@@ -83,35 +128,106 @@ function buildCase(random: () => number): Fuzzed {
 
   // Mutations applied after signing: each alone makes the request invalid.
   const unsigned: Array<[string, () => void]> = [
-    ['flip-body-byte', () => {
-      const copy = Buffer.from(body.length === 0 ? Buffer.from('x') : body);
-      const at = int(copy.length);
-      copy[at] = copy[at]! ^ (1 << int(8));
-      body = copy;
-    }],
-    ['flip-signature', () => {
-      headers = headers.map(([k, v]) => {
-        if (k !== names[2]) return [k, v];
-        // Not the last base64 digit before '=': its two padding bits do not reach the decoded MAC.
-        const at = 3 + int(v.length - (std ? 5 : 3));
-        const replacement = pick(['0', '1', 'a', 'Z', '+', '=', ' ', ',']);
-        return [k, v.slice(0, at) + (v[at] === replacement ? '2' : replacement) + v.slice(at + 1)];
-      });
-    }],
-    ['drop-header', () => { const name = pick(names); headers = headers.filter(([k]) => k !== name); }],
-    ['duplicate-header', () => { const name = pick(names); const line = headers.find(([k]) => k === name); if (line) headers.push([name, pick([line[1], `${line[1]}x`])]); else headers.push([name, '1'], [name, '2']); }],
-    ['content-type', () => {
-      const type = pick(['text/plain', 'application/xml', 'application/json; charset=latin1', 'application/x-www-form-urlencoded', 'application/jsonx', 'multipart/form-data', '']);
-      headers = headers.filter(([k]) => k !== 'content-type');
-      if (type !== '' || random() < 0.5) headers.push(['content-type', type]);
-    }],
+    [
+      'flip-body-byte',
+      () => {
+        const copy = Buffer.from(body.length === 0 ? Buffer.from('x') : body);
+        const at = int(copy.length);
+        copy[at] = copy[at]! ^ (1 << int(8));
+        body = copy;
+      },
+    ],
+    [
+      'flip-signature',
+      () => {
+        headers = headers.map(([k, v]) => {
+          if (k !== names[2]) return [k, v];
+          // Not the last base64 digit before '=': its two padding bits do not reach the decoded MAC.
+          const at = 3 + int(v.length - (std ? 5 : 3));
+          const replacement = pick(['0', '1', 'a', 'Z', '+', '=', ' ', ',']);
+          return [k, v.slice(0, at) + (v[at] === replacement ? '2' : replacement) + v.slice(at + 1)];
+        });
+      },
+    ],
+    [
+      'drop-header',
+      () => {
+        const name = pick(names);
+        headers = headers.filter(([k]) => k !== name);
+      },
+    ],
+    [
+      'duplicate-header',
+      () => {
+        const name = pick(names);
+        const line = headers.find(([k]) => k === name);
+        if (line) headers.push([name, pick([line[1], `${line[1]}x`])]);
+        else headers.push([name, '1'], [name, '2']);
+      },
+    ],
+    [
+      'content-type',
+      () => {
+        const type = pick([
+          'text/plain',
+          'application/xml',
+          'application/json; charset=latin1',
+          'application/x-www-form-urlencoded',
+          'application/jsonx',
+          'multipart/form-data',
+          '',
+        ]);
+        headers = headers.filter(([k]) => k !== 'content-type');
+        if (type !== '' || random() < 0.5) headers.push(['content-type', type]);
+      },
+    ],
     ['two-content-types', () => headers.push(['content-type', 'application/json'], ['content-type', 'application/json'])],
-    ['truncate', () => { body = body.subarray(0, int(Math.max(body.length - 1, 0))); if (body.length === 0) body = Buffer.from('{'); }],
-    ['append', () => { body = Buffer.concat([body, Buffer.from(pick([' ', '\n', '}', 'x', '\u0000']))]); }],
-    ['wrong-source', () => { path = `/webhooks/${pick(['nope', 'ACME', 'acme%00', '..', 'acme-std2', 'demo'])}`; }],
-    ['wrong-scheme-headers', () => { headers = headers.map(([k, v]) => [k.startsWith('x-') ? k.slice(2) : `x-${k}`, v]); }],
-    ['huge', () => { body = Buffer.alloc(1024 * 1024 + 1 + int(100_000), 0x20); chunked = random() < 0.5; }],
-    ['other-secret', () => { headers = Object.entries(signWebhook({ scheme, secret: std ? 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' : 'another-secret-of-enough-length', body, id, timestamp })); }],
+    [
+      'truncate',
+      () => {
+        body = body.subarray(0, int(Math.max(body.length - 1, 0)));
+        if (body.length === 0) body = Buffer.from('{');
+      },
+    ],
+    [
+      'append',
+      () => {
+        body = Buffer.concat([body, Buffer.from(pick([' ', '\n', '}', 'x', '\u0000']))]);
+      },
+    ],
+    [
+      'wrong-source',
+      () => {
+        path = `/webhooks/${pick(['nope', 'ACME', 'acme%00', '..', 'acme-std2', 'demo'])}`;
+      },
+    ],
+    [
+      'wrong-scheme-headers',
+      () => {
+        headers = headers.map(([k, v]) => [k.startsWith('x-') ? k.slice(2) : `x-${k}`, v]);
+      },
+    ],
+    [
+      'huge',
+      () => {
+        body = Buffer.alloc(1024 * 1024 + 1 + int(100_000), 0x20);
+        chunked = random() < 0.5;
+      },
+    ],
+    [
+      'other-secret',
+      () => {
+        headers = Object.entries(
+          signWebhook({
+            scheme,
+            secret: std ? 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' : 'another-secret-of-enough-length',
+            body,
+            id,
+            timestamp,
+          }),
+        );
+      },
+    ],
   ];
   const ordinaryUnsigned = unsigned.filter(([name]) => name !== 'huge');
   // Requests that are already invalid by a signed mutation may also carry more damage.
@@ -155,7 +271,8 @@ describe('fuzzed malformed requests', () => {
         try {
           const answer = await send(ingress.url, { path: fuzzed.path, headers, body: fuzzed.body });
           statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
-          if (answer.status < 400 || answer.status >= 500) unexpected.push(`${answer.status} after ${fuzzed.mutations.join('+')}: ${answer.body}`);
+          if (answer.status < 400 || answer.status >= 500)
+            unexpected.push(`${answer.status} after ${fuzzed.mutations.join('+')}: ${answer.body}`);
         } catch (error) {
           // A client still writing an over-limit body may see the socket closed after the 413.
           if (!fuzzed.mutations.includes('huge')) unexpected.push(`${(error as Error).message} after ${fuzzed.mutations.join('+')}`);

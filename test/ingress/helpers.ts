@@ -35,11 +35,7 @@ export function testSources(): WebhookSource[] {
   ];
 }
 
-export async function startTestIngress(
-  brokers: string[],
-  topic: string,
-  overrides: Partial<IngressConfig> = {},
-): Promise<IngressHandle> {
+export async function startTestIngress(brokers: string[], topic: string, overrides: Partial<IngressConfig> = {}): Promise<IngressHandle> {
   return startIngress(
     { port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers, topic, sources: testSources(), ...overrides },
     { logger: createLogger({ name: 'ingress-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }) },
@@ -55,7 +51,14 @@ export interface SignedRequest {
 }
 
 export function signedRequest(
-  options: { source?: string; scheme?: SignatureScheme; secret?: string; event?: SampleThemeEventOverrides; timestamp?: number; body?: Buffer } = {},
+  options: {
+    source?: string;
+    scheme?: SignatureScheme;
+    secret?: string;
+    event?: SampleThemeEventOverrides;
+    timestamp?: number;
+    body?: Buffer;
+  } = {},
 ): SignedRequest {
   const scheme = options.scheme ?? 'hmac-sha256';
   const source = options.source ?? (scheme === 'hmac-sha256' ? 'acme' : 'acme-std');
@@ -81,35 +84,43 @@ export interface Answer {
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
 /** node:http so tests control raw header lines (repeats included), which fetch would merge. */
-export async function send(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
+export async function send(
+  baseUrl: string,
+  request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string },
+): Promise<Answer> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await sendOnce(baseUrl, request);
     } catch (error) {
       // A kept-alive socket the server closed (keepAliveTimeout) just as the request was written:
       // the server never read it, so sending again is safe (the retry node's docs prescribe).
-      if ((error as { reusedSocket?: boolean; code?: string }).reusedSocket && (error as { code?: string }).code === 'ECONNRESET' && attempt < 3) continue;
+      if (
+        (error as { reusedSocket?: boolean; code?: string }).reusedSocket &&
+        (error as { code?: string }).code === 'ECONNRESET' &&
+        attempt < 3
+      )
+        continue;
       throw error;
     }
   }
 }
 
-function sendOnce(baseUrl: string, request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string }): Promise<Answer> {
+function sendOnce(
+  baseUrl: string,
+  request: { path: string; headers: Array<[string, string]>; body: Buffer | string; method?: string },
+): Promise<Answer> {
   const url = new URL(request.path, baseUrl);
   const body = typeof request.body === 'string' ? Buffer.from(request.body) : request.body;
   const headers = request.headers.some(([name]) => ['content-length', 'transfer-encoding'].includes(name.toLowerCase()))
     ? request.headers
     : [...request.headers, ['content-length', String(body.length)] as [string, string]];
   return new Promise((resolve, reject) => {
-    const req = http.request(
-      { method: request.method ?? 'POST', host: url.hostname, port: url.port, path: url.pathname, agent },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
+    const req = http.request({ method: request.method ?? 'POST', host: url.hostname, port: url.port, path: url.pathname, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
     const grouped = new Map<string, string[]>();
     for (const [name, value] of headers) grouped.set(name.toLowerCase(), [...(grouped.get(name.toLowerCase()) ?? []), value]);
     // An array value becomes repeated header lines on the wire.

@@ -86,7 +86,16 @@ describe('ingress against the real broker', () => {
 
   it('refuses a removed secret once the source no longer lists it', async () => {
     const rotated = await startTestIngress(testBrokers(), topic, {
-      sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'acme-new', value: HMAC_SECRET_NEXT }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
+      sources: [
+        {
+          id: 'acme',
+          scheme: 'hmac-sha256',
+          secrets: [{ id: 'acme-new', value: HMAC_SECRET_NEXT }],
+          tenants: ['tenant_acme'],
+          toleranceSeconds: 300,
+          resourceTypes: ['theme'],
+        },
+      ],
     });
     try {
       expect((await post(rotated.url, signedRequest({ secret: HMAC_SECRET }))).status).toBe(401);
@@ -105,7 +114,12 @@ describe('ingress against the real broker', () => {
     const valid = base();
     // An unknown source is answered like a signature that does not verify: no oracle for which ids exist.
     cases.push({ name: 'unknown source', request: { ...valid, path: '/webhooks/nope' }, status: 401, error: 'unauthorized' });
-    cases.push({ name: 'unknown percent-encoded source', request: { ...valid, path: '/webhooks/ac%6De2' }, status: 401, error: 'unauthorized' });
+    cases.push({
+      name: 'unknown percent-encoded source',
+      request: { ...valid, path: '/webhooks/ac%6De2' },
+      status: 401,
+      error: 'unauthorized',
+    });
     cases.push({ name: 'GET', request: { ...valid, method: 'GET', body: '' }, status: 404 });
     cases.push({
       name: 'text/plain',
@@ -113,7 +127,11 @@ describe('ingress against the real broker', () => {
       status: 415,
     });
     cases.push({ name: 'no content type', request: withHeaders(valid.headers.filter(([k]) => k !== 'content-type')), status: 415 });
-    cases.push({ name: 'charset latin1', request: withHeaders(valid.headers.map(([k, v]) => [k, k === 'content-type' ? 'application/json; charset=latin1' : v])), status: 415 });
+    cases.push({
+      name: 'charset latin1',
+      request: withHeaders(valid.headers.map(([k, v]) => [k, k === 'content-type' ? 'application/json; charset=latin1' : v])),
+      status: 415,
+    });
     cases.push({ name: 'body over 1 MiB', request: { ...valid, body: Buffer.alloc(1024 * 1024 + 1, 0x20) }, status: 413 });
     for (const header of ['x-webhook-id', 'x-webhook-timestamp', 'x-webhook-signature']) {
       const r = base();
@@ -127,12 +145,26 @@ describe('ingress against the real broker', () => {
     // Far enough out that a slow run cannot bring it back inside the window before it is sent.
     const future = signedRequest({ timestamp: Math.floor(Date.now() / 1000) + 360 });
     cases.push({ name: 'timestamp too far ahead', request: future, status: 401, error: 'unauthorized' });
-    cases.push({ name: 'wrong secret', request: signedRequest({ secret: 'some-other-secret-0123456789' }), status: 401, error: 'unauthorized' });
+    cases.push({
+      name: 'wrong secret',
+      request: signedRequest({ secret: 'some-other-secret-0123456789' }),
+      status: 401,
+      error: 'unauthorized',
+    });
     const reserialised = base();
     const parsed = JSON.parse(reserialised.body.toString()) as unknown;
-    cases.push({ name: 're-serialised body', request: { ...reserialised, body: Buffer.from(JSON.stringify(parsed, null, 2)) }, status: 401, error: 'unauthorized' });
+    cases.push({
+      name: 're-serialised body',
+      request: { ...reserialised, body: Buffer.from(JSON.stringify(parsed, null, 2)) },
+      status: 401,
+      error: 'unauthorized',
+    });
     const tampered = base();
-    cases.push({ name: 'tampered body', request: { ...tampered, body: Buffer.from(tampered.body.toString().replace('Minimal', 'Minimax')) }, status: 401 });
+    cases.push({
+      name: 'tampered body',
+      request: { ...tampered, body: Buffer.from(tampered.body.toString().replace('Minimal', 'Minimax')) },
+      status: 401,
+    });
     const malformedSig = base();
     cases.push({
       name: 'malformed signature',
@@ -145,7 +177,12 @@ describe('ingress against the real broker', () => {
       const headers = signWebhook({ scheme: 'hmac-sha256', secret: HMAC_SECRET, body, id });
       return { path: '/webhooks/acme', headers: Object.entries(headers), body };
     };
-    cases.push({ name: 'invalid UTF-8', request: signedBody(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])), status: 400, error: 'invalid_utf8' });
+    cases.push({
+      name: 'invalid UTF-8',
+      request: signedBody(Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])),
+      status: 400,
+      error: 'invalid_utf8',
+    });
     cases.push({ name: 'invalid JSON', request: signedBody(Buffer.from('{"event_id":')), status: 400, error: 'invalid_json' });
     cases.push({ name: 'too deep', request: signedBody(Buffer.from('['.repeat(100) + ']'.repeat(100))), status: 400, error: 'too_deep' });
     const proto = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('{', '{"__proto__":{"admin":true},');
@@ -153,27 +190,77 @@ describe('ingress against the real broker', () => {
     const ctor = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('"data":{', '"data":{"constructor":{"x":1},');
     cases.push({ name: 'constructor key', request: signedBody(Buffer.from(ctor)), status: 400, error: 'forbidden_key' });
     const v2 = { ...sampleThemeEvent({ event_id: 'evt_x' }), event_version: 2 };
-    cases.push({ name: 'unknown event_version', request: signedBody(Buffer.from(JSON.stringify(v2))), status: 422, error: 'unknown_event_version' });
+    cases.push({
+      name: 'unknown event_version',
+      request: signedBody(Buffer.from(JSON.stringify(v2))),
+      status: 422,
+      error: 'unknown_event_version',
+    });
     const invalid = { ...sampleThemeEvent({ event_id: 'evt_x' }), tenant_id: 'a/b' };
-    cases.push({ name: 'invalid envelope', request: signedBody(Buffer.from(JSON.stringify(invalid))), status: 422, error: 'invalid_envelope' });
+    cases.push({
+      name: 'invalid envelope',
+      request: signedBody(Buffer.from(JSON.stringify(invalid))),
+      status: 422,
+      error: 'invalid_envelope',
+    });
     const badTheme = sampleThemeEvent({ event_id: 'evt_x' });
     (badTheme.data as { palette: { background: string } }).palette.background = 'blue';
-    cases.push({ name: 'invalid theme snapshot', request: signedBody(Buffer.from(JSON.stringify(badTheme))), status: 422, error: 'invalid_data' });
+    cases.push({
+      name: 'invalid theme snapshot',
+      request: signedBody(Buffer.from(JSON.stringify(badTheme))),
+      status: 422,
+      error: 'invalid_data',
+    });
     const exploded = sampleThemeEvent({ event_id: 'evt_x', event_type: 'theme.exploded' });
-    cases.push({ name: 'an action outside the contract', request: signedBody(Buffer.from(JSON.stringify(exploded))), status: 422, error: 'invalid_envelope' });
+    cases.push({
+      name: 'an action outside the contract',
+      request: signedBody(Buffer.from(JSON.stringify(exploded))),
+      status: 422,
+      error: 'invalid_envelope',
+    });
     const palette = { ...sampleThemeEvent({ event_id: 'evt_x', event_type: 'palette.updated' }), data: {} };
     palette.resource = { ...palette.resource, type: 'palette' };
-    cases.push({ name: 'a resource type the source does not list', request: signedBody(Buffer.from(JSON.stringify(palette))), status: 422, error: 'resource_type_not_allowed' });
+    cases.push({
+      name: 'a resource type the source does not list',
+      request: signedBody(Buffer.from(JSON.stringify(palette))),
+      status: 422,
+      error: 'resource_type_not_allowed',
+    });
     const nul = JSON.stringify(sampleThemeEvent({ event_id: 'evt_x' })).replace('"Minimal Dark"', '"Minimal\\u0000Dark"');
     cases.push({ name: 'NUL in a string', request: signedBody(Buffer.from(nul)), status: 422, error: 'invalid_string' });
-    cases.push({ name: 'id header differs from event_id', request: signedBody(Buffer.from(JSON.stringify(sampleThemeEvent())), 'evt_other'), status: 400, error: 'event_id_mismatch' });
+    cases.push({
+      name: 'id header differs from event_id',
+      request: signedBody(Buffer.from(JSON.stringify(sampleThemeEvent())), 'evt_other'),
+      status: 400,
+      error: 'event_id_mismatch',
+    });
     const typed = signedRequest();
-    cases.push({ name: 'event header differs', request: { ...typed, headers: [...typed.headers, ['x-webhook-event', 'theme.deleted']] }, status: 400, error: 'event_type_mismatch' });
+    cases.push({
+      name: 'event header differs',
+      request: { ...typed, headers: [...typed.headers, ['x-webhook-event', 'theme.deleted']] },
+      status: 400,
+      error: 'event_type_mismatch',
+    });
     const retry = signedRequest();
-    cases.push({ name: 'retry header not a number', request: { ...retry, headers: [...retry.headers, ['x-webhook-retry', 'two']] }, status: 400, error: 'bad_request' });
+    cases.push({
+      name: 'retry header not a number',
+      request: { ...retry, headers: [...retry.headers, ['x-webhook-retry', 'two']] },
+      status: 400,
+      error: 'bad_request',
+    });
     const aliased = signedRequest();
-    cases.push({ name: 'id header and its alias differ', request: { ...aliased, headers: [...aliased.headers, ['x-webhook-event-id', 'evt_other']] }, status: 400, error: 'event_id_mismatch' });
-    cases.push({ name: 'tenant not allowed', request: signedRequest({ event: { tenant_id: 'tenant_evil' } }), status: 403, error: 'forbidden' });
+    cases.push({
+      name: 'id header and its alias differ',
+      request: { ...aliased, headers: [...aliased.headers, ['x-webhook-event-id', 'evt_other']] },
+      status: 400,
+      error: 'event_id_mismatch',
+    });
+    cases.push({
+      name: 'tenant not allowed',
+      request: signedRequest({ event: { tenant_id: 'tenant_evil' } }),
+      status: 403,
+      error: 'forbidden',
+    });
 
     const before = await topicRecordCount(kafka, topic);
     for (const c of cases) {
@@ -233,9 +320,7 @@ describe('ingress against the real broker', () => {
 
   it('answers 200 concurrent requests on one hot key with exactly as many records', async () => {
     const before = await topicRecordCount(kafka, topic);
-    const requests = Array.from({ length: 200 }, (_, i) =>
-      signedRequest({ event: { resource: { id: 'theme_hot', version: i + 1 } } }),
-    );
+    const requests = Array.from({ length: 200 }, (_, i) => signedRequest({ event: { resource: { id: 'theme_hot', version: i + 1 } } }));
     const answers = await Promise.all(requests.map((r) => post(ingress.url, r)));
     const ok = answers.filter((a) => a.status === 202).length;
     expect(answers.every((a) => a.status === 202 || a.status === 503)).toBe(true);
@@ -314,8 +399,22 @@ describe('known-answer vectors over HTTP', () => {
     let now = 1614265330;
     const fixed = await startIngress(
       {
-        port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
-        sources: [{ id: 'svix', scheme: 'standard-webhooks', secrets: [{ id: 's', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
+        port: 0,
+        host: '127.0.0.1',
+        adminPort: 0,
+        adminHost: '127.0.0.1',
+        brokers: testBrokers(),
+        topic,
+        sources: [
+          {
+            id: 'svix',
+            scheme: 'standard-webhooks',
+            secrets: [{ id: 's', value: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }],
+            tenants: ['tenant_acme'],
+            toleranceSeconds: 300,
+            resourceTypes: ['theme'],
+          },
+        ],
       },
       { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => now },
     );
@@ -354,8 +453,22 @@ describe('known-answer vectors over HTTP', () => {
   it('accepts a fixed hmac-sha256 vector computed with openssl', async () => {
     const ingress = await startIngress(
       {
-        port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers: testBrokers(), topic,
-        sources: [{ id: 'acme', scheme: 'hmac-sha256', secrets: [{ id: 'k', value: HMAC_SECRET }], tenants: ['tenant_acme'], toleranceSeconds: 300, resourceTypes: ['theme'] }],
+        port: 0,
+        host: '127.0.0.1',
+        adminPort: 0,
+        adminHost: '127.0.0.1',
+        brokers: testBrokers(),
+        topic,
+        sources: [
+          {
+            id: 'acme',
+            scheme: 'hmac-sha256',
+            secrets: [{ id: 'k', value: HMAC_SECRET }],
+            tenants: ['tenant_acme'],
+            toleranceSeconds: 300,
+            resourceTypes: ['theme'],
+          },
+        ],
       },
       { logger: createLogger({ name: 'kat', level: 'silent' }), nowSeconds: () => 1767225600 },
     );
@@ -372,7 +485,9 @@ describe('known-answer vectors over HTTP', () => {
         'x-webhook-signature': signature,
       });
       expect((await send(ingress.url, { path: '/webhooks/acme', headers, body })).status).toBe(202);
-      const rotating = headers.map(([k, v]) => [k, k === 'x-webhook-signature' ? `v1=${'0'.repeat(64)} ${signature}` : v] as [string, string]);
+      const rotating = headers.map(
+        ([k, v]) => [k, k === 'x-webhook-signature' ? `v1=${'0'.repeat(64)} ${signature}` : v] as [string, string],
+      );
       expect((await send(ingress.url, { path: '/webhooks/acme', headers: rotating, body })).status).toBe(202);
       expect(await topicRecordCount(kafka, topic)).toBe(2);
     } finally {
@@ -386,7 +501,9 @@ describe('known-answer vectors over HTTP', () => {
     const ingress = await startTestIngress(testBrokers(), topic, { sources });
     try {
       expect((await post(ingress.url, signedRequest({ source: 'demo', secret: env.DEMO_SECRET! }))).status).toBe(202);
-      expect((await post(ingress.url, signedRequest({ source: 'demo-std', scheme: 'standard-webhooks', secret: env.DEMO_STD_SECRET! }))).status).toBe(202);
+      expect(
+        (await post(ingress.url, signedRequest({ source: 'demo-std', scheme: 'standard-webhooks', secret: env.DEMO_STD_SECRET! }))).status,
+      ).toBe(202);
       expect(STD_SECRET).not.toBe(env.DEMO_STD_SECRET);
     } finally {
       await ingress.close();

@@ -23,7 +23,14 @@ class RawClient {
   }
   /** Request line and headers of a signed-looking webhook; the body is sent later (or never). */
   head(path: string, headers: Record<string, string>): void {
-    const lines = [`POST ${path} HTTP/1.1`, 'Host: x', 'Content-Type: application/json', 'X-Webhook-Id: evt_x', 'X-Webhook-Timestamp: 1', 'X-Webhook-Signature: v1=00'];
+    const lines = [
+      `POST ${path} HTTP/1.1`,
+      'Host: x',
+      'Content-Type: application/json',
+      'X-Webhook-Id: evt_x',
+      'X-Webhook-Timestamp: 1',
+      'X-Webhook-Signature: v1=00',
+    ];
     for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
     this.socket.write(`${lines.join('\r\n')}\r\n\r\n`);
   }
@@ -56,10 +63,17 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
 
   it('MAX_CONNECTIONS and MAX_INFLIGHT_BODY_BYTES come from the environment (defaults 1024 and 64 MiB)', () => {
     const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json' };
-    const raw = { DEMO_SECRET: 'x'.repeat(32), DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh', DEMO_BODY_SECRET: 'y'.repeat(32) };
+    const raw = {
+      DEMO_SECRET: 'x'.repeat(32),
+      DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
+      DEMO_BODY_SECRET: 'y'.repeat(32),
+    };
     const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
     expect(defaults).toMatchObject({ maxConnections: 1024, maxInflightBodyBytes: 64 * 1024 * 1024, adminHost: '127.0.0.1' });
-    const set = ingressConfigFromEnv(ingressEnvSchema.parse({ ...base, MAX_CONNECTIONS: '10', MAX_INFLIGHT_BODY_BYTES: '2048', ADMIN_HOST: '0.0.0.0' }), raw);
+    const set = ingressConfigFromEnv(
+      ingressEnvSchema.parse({ ...base, MAX_CONNECTIONS: '10', MAX_INFLIGHT_BODY_BYTES: '2048', ADMIN_HOST: '0.0.0.0' }),
+      raw,
+    );
     expect(set).toMatchObject({ maxConnections: 10, maxInflightBodyBytes: 2048, adminHost: '0.0.0.0' });
   });
 
@@ -149,15 +163,27 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       expect(chunked.status()).toBe(503);
       expect(chunked.header('retry-after')).toBe('5');
       await waitFor(() => chunked.closed, 5000, 'the connection to close');
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released after the refusal');
+      await waitFor(
+        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0,
+        5000,
+        'the budget released after the refusal',
+      );
 
       const aborted = new RawClient(port(ingress));
       await aborted.connected();
       aborted.head('/webhooks/acme', { 'Content-Length': String(30 * 1024) });
       aborted.socket.write(Buffer.alloc(10 * 1024, 0x20));
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 30 * 1024, 5000, 'the declared 30 KiB reserved');
+      await waitFor(
+        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 30 * 1024,
+        5000,
+        'the declared 30 KiB reserved',
+      );
       aborted.socket.destroy();
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released after the abort');
+      await waitFor(
+        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0,
+        5000,
+        'the budget released after the abort',
+      );
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
     } finally {
       await ingress.close();

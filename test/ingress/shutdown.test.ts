@@ -66,7 +66,10 @@ describe('ingress shutdown and start-up', () => {
     const deadline = Date.now() + 30_000;
     let port: number | undefined;
     while (port === undefined && Date.now() < deadline && run.child.exitCode === null) {
-      const line = run.output().stdout.split('\n').find((l) => l.includes('"ingress listening"'));
+      const line = run
+        .output()
+        .stdout.split('\n')
+        .find((l) => l.includes('"ingress listening"'));
       if (line) port = (JSON.parse(line) as { port: number }).port;
       else await new Promise((r) => setTimeout(r, 50));
     }
@@ -75,7 +78,10 @@ describe('ingress shutdown and start-up', () => {
     expect(answer.status).toBe(202);
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(0);
-    const lines = run.output().stdout.split('\n').filter((l) => l.startsWith('{'));
+    const lines = run
+      .output()
+      .stdout.split('\n')
+      .filter((l) => l.startsWith('{'));
     expect(lines.some((l) => l.includes('"ingress stopped"'))).toBe(true);
     const request = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.status === 202)!;
     expect(request).toMatchObject({ source: 'demo', tenant: 'tenant_acme', reason: 'accepted' });
@@ -87,7 +93,12 @@ describe('ingress shutdown and start-up', () => {
   });
 
   it('refuses to start when a secret the sources file names is missing', async () => {
-    const env: Record<string, string> = { ...(devEnv as Record<string, string>), KAFKA_BROKERS: testBrokers().join(','), PORT: '0', ADMIN_PORT: '0' };
+    const env: Record<string, string> = {
+      ...(devEnv as Record<string, string>),
+      KAFKA_BROKERS: testBrokers().join(','),
+      PORT: '0',
+      ADMIN_PORT: '0',
+    };
     delete env.DEMO_STD_SECRET;
     const run = runMain(env);
     expect(await run.exited).toBe(1);

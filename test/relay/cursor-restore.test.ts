@@ -29,11 +29,19 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names: { applied } } = await createTopicsRetrying(kafka, { retryLevels: 0 }));
+    ({
+      names: { applied },
+    } = await createTopicsRetrying(kafka, { retryLevels: 0 }));
     const logger = createLogger({ name: 'relay', level: 'info' }, { write: (line: string) => logLines.push(line) });
     relay = new OutboxRelay({
       pool: db.pool,
-      ...relayParts({ kafka: testKafka(uniqueName('relay'), testBrokers()), databaseUrl: db.url, transactionalId: `${applied}.relay`, logger, sendTimeoutMs: 10_000 }),
+      ...relayParts({
+        kafka: testKafka(uniqueName('relay'), testBrokers()),
+        databaseUrl: db.url,
+        transactionalId: `${applied}.relay`,
+        logger,
+        sendTimeoutMs: 10_000,
+      }),
       topic: applied,
       batchSize: 100,
       pollMs: 50,
@@ -52,7 +60,13 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
   const apply = async (id: string, version: number) => {
     const event = sampleThemeEvent({ resource: { id, version } });
     offset += 1;
-    const record: SourceRecord = { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+    const record: SourceRecord = {
+      topic: 'events',
+      partition: 0,
+      offset: String(offset),
+      key: resourceKey(event),
+      value: Buffer.from(JSON.stringify(event)),
+    };
     await applier().applyBatch([record]);
   };
   const drain = async () => {
@@ -85,7 +99,10 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
     await drain();
 
     const records = await readTopic(kafka, applied);
-    const versions = (id: string) => records.filter((r) => r.key.endsWith(`/${id}`)).map((r) => (JSON.parse(r.value.toString()) as { resource: { version: number } }).resource.version);
+    const versions = (id: string) =>
+      records
+        .filter((r) => r.key.endsWith(`/${id}`))
+        .map((r) => (JSON.parse(r.value.toString()) as { resource: { version: number } }).resource.version);
     expect(versions('moved')).toEqual([1, 2, 3, 4]);
     expect(versions('fresh')).toEqual([1]);
     expect(logLines.some((l) => l.includes('re-baselined'))).toBe(true);
@@ -105,7 +122,9 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
     // Only the new record: nothing published before is published again.
     expect(records.length).toBe(before + 1);
     expect(records.filter((r) => r.key.endsWith('/adopted')).length).toBe(1);
-    const { rows } = await db.pool.query<{ cluster_id: string | null }>('SELECT cluster_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1');
+    const { rows } = await db.pool.query<{ cluster_id: string | null }>(
+      'SELECT cluster_id FROM applied_outbox_batches ORDER BY id DESC LIMIT 1',
+    );
     expect(rows[0]!.cluster_id).not.toBe('another-cluster');
   });
 });

@@ -25,7 +25,11 @@ const KEYS = 6;
  * landed after them (K v2, K v1), and compaction keeps v1.
  */
 describe('outbox relay: a broker frozen past the send timeout, two workers', () => {
-  const cluster = new LocalKafka({ name: `relay-fence-${process.pid}`, nodes: 1, basePort: Number(process.env.RELAY_FENCE_BASE_PORT ?? 27192) });
+  const cluster = new LocalKafka({
+    name: `relay-fence-${process.pid}`,
+    nodes: 1,
+    basePort: Number(process.env.RELAY_FENCE_BASE_PORT ?? 27192),
+  });
   let kafka: Kafka;
   let db: TestDatabase;
   let applied: string;
@@ -54,7 +58,14 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     await admin.connect();
     const relay = new OutboxRelay({
       pool: db.pool,
-      ...relayParts({ kafka: client, databaseUrl: db.url, transactionalId: `${applied}.relay`, logger, sendTimeoutMs: SEND_TIMEOUT_MS, leaderIdleTimeoutMs: 4_000 }),
+      ...relayParts({
+        kafka: client,
+        databaseUrl: db.url,
+        transactionalId: `${applied}.relay`,
+        logger,
+        sendTimeoutMs: SEND_TIMEOUT_MS,
+        leaderIdleTimeoutMs: 4_000,
+      }),
       layout: topicLayouts(admin),
       topic: applied,
       batchSize: 20,
@@ -64,10 +75,16 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       crashPoints: noCrashPoints,
     });
     relay.start();
-    relays.push({ relay, close: async () => { await relay.stop(); await admin.disconnect(); } });
+    relays.push({
+      relay,
+      close: async () => {
+        await relay.stop();
+        await admin.disconnect();
+      },
+    });
   }
 
-  it('keeps every key\'s versions increasing on the applied topic, and publishes everything once the broker is back', async () => {
+  it("keeps every key's versions increasing on the applied topic, and publishes everything once the broker is back", async () => {
     await startRelay('relay-a');
     await startRelay('relay-b');
     const applier = new SnapshotApplier({ pool: db.pool });
@@ -79,7 +96,13 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       const records: SourceRecord[] = ids.map((id) => {
         const event = sampleThemeEvent({ resource: { id, version } });
         offset += 1;
-        return { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+        return {
+          topic: 'events',
+          partition: 0,
+          offset: String(offset),
+          key: resourceKey(event),
+          value: Buffer.from(JSON.stringify(event)),
+        };
       });
       await applier.applyBatch(records);
     };
@@ -121,7 +144,8 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     const backwards: string[] = [];
     for (const [key, versions] of byKey) {
       for (let i = 1; i < versions.length; i += 1) {
-        if (versions[i]! < versions[i - 1]!) backwards.push(`${key}: v${versions[i - 1]} then v${versions[i]} (at ${i} of ${versions.length})`);
+        if (versions[i]! < versions[i - 1]!)
+          backwards.push(`${key}: v${versions[i - 1]} then v${versions[i]} (at ${i} of ${versions.length})`);
       }
       expect(versions.at(-1), key).toBe(version);
       expect(new Set(versions).size, `${key} has every applied version`).toBe(version);

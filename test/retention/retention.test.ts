@@ -24,9 +24,7 @@ interface InboxRow {
 const ageSeconds = (row: { updated_at: Date }) => (Date.now() - row.updated_at.getTime()) / 1000;
 
 async function inboxRows(pool: pg.Pool): Promise<Map<string, InboxRow>> {
-  const { rows } = await pool.query<InboxRow>(
-    'SELECT tenant_id, event_id, status, payload, fingerprint, updated_at FROM inbox_events',
-  );
+  const { rows } = await pool.query<InboxRow>('SELECT tenant_id, event_id, status, payload, fingerprint, updated_at FROM inbox_events');
   return new Map(rows.map((r) => [`${r.tenant_id}/${r.event_id}`, r]));
 }
 
@@ -62,7 +60,13 @@ describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () 
       `INSERT INTO inbox_events (tenant_id, event_id, resource_type, resource_id, resource_version, event_type, status, body_sha256, payload, updated_at)
        SELECT 'tenant_real', e, 'theme', r, v, 'theme.updated', 'applied', s, p, now() - interval '60 days'
        FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) AS u(e, r, v, s, p)`,
-      [realEvents.map((e) => e.event_id), realEvents.map((e) => e.resource.id), realEvents.map((e) => e.resource.version), bodies.map(sha256), bodies],
+      [
+        realEvents.map((e) => e.event_id),
+        realEvents.map((e) => e.resource.id),
+        realEvents.map((e) => e.resource.version),
+        bodies.map(sha256),
+        bodies,
+      ],
     );
     await fillAnomalies(db.pool, 600);
     await fillOutbox(db.pool);
@@ -313,7 +317,11 @@ describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () 
        FROM generate_series(1, 40) AS i`,
     );
     const batches: RetentionBatch[] = [];
-    const report = await new RetentionPruner({ pool: db.pool, settings: { ...settings, batchBytes: 10_000 }, onBatch: (b) => batches.push(b) }).run();
+    const report = await new RetentionPruner({
+      pool: db.pool,
+      settings: { ...settings, batchBytes: 10_000 },
+      onBatch: (b) => batches.push(b),
+    }).run();
     expect(report.result).toBe('complete');
     const bodies = batches.filter((b) => b.action === 'pruned_body' && b.table === 'inbox_events' && b.rows > 0);
     // 4096-byte bodies: a batch takes rows while the bytes before them are under 10,000, i.e. 3.
@@ -325,7 +333,9 @@ describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () 
       `INSERT INTO inbox_events (tenant_id, event_id, status, body_sha256, payload, updated_at)
        SELECT 'tenant_t', 'evt_t_' || i, 'stale', md5(i::text), 'x', now() - interval '40 days' FROM generate_series(1, 3000) AS i`,
     );
-    const report = await new RetentionPruner({ pool: db.pool, settings: { ...settings, batchRows: 100, pauseMs: 20 } }).run({ maxSeconds: 0.3 });
+    const report = await new RetentionPruner({ pool: db.pool, settings: { ...settings, batchRows: 100, pauseMs: 20 } }).run({
+      maxSeconds: 0.3,
+    });
     expect(report.result).toBe('time_limit');
     const done = report.counts.find((c) => c.table === 'inbox_events' && c.action === 'pruned_body')!.rows;
     expect(done).toBeGreaterThan(0);

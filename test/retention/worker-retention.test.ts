@@ -44,10 +44,18 @@ describe('worker: the retention loop', () => {
     });
 
   it('is on by default from the environment, and off unless configured in tests', () => {
-    const fromEnv = workerConfigFromEnv(parseConfig(workerEnvSchema, { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db' }));
+    const fromEnv = workerConfigFromEnv(
+      parseConfig(workerEnvSchema, { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db' }),
+    );
     expect(fromEnv.retention).toEqual(defaultRetentionSettings);
     expect(fromEnv.retention!.enabled).toBe(true);
-    const off = workerConfigFromEnv(parseConfig(workerEnvSchema, { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db', RETENTION_ENABLED: 'false' }));
+    const off = workerConfigFromEnv(
+      parseConfig(workerEnvSchema, {
+        KAFKA_BROKERS: '127.0.0.1:9092',
+        DATABASE_URL: 'postgres://u@127.0.0.1/db',
+        RETENTION_ENABLED: 'false',
+      }),
+    );
     expect(off.retention!.enabled).toBe(false);
     expect(config().retention).toBeUndefined();
   });
@@ -55,7 +63,10 @@ describe('worker: the retention loop', () => {
   it('a worker without retention (or with it disabled) starts no loop and prunes nothing', async () => {
     const plain = await startWorker(config(), { adminServer: false });
     workers.push(plain);
-    const disabled = await startWorker({ ...config({ ...defaultRetentionSettings, enabled: false, initialDelayMs: 0 }), clientId: 'disabled' }, { adminServer: false });
+    const disabled = await startWorker(
+      { ...config({ ...defaultRetentionSettings, enabled: false, initialDelayMs: 0 }), clientId: 'disabled' },
+      { adminServer: false },
+    );
     workers.push(disabled);
     expect(plain.retention).toBeUndefined();
     expect(disabled.retention).toBeUndefined();
@@ -68,11 +79,16 @@ describe('worker: the retention loop', () => {
   });
 
   it('an enabled worker runs it shortly after start, counts it in its metrics, and stops it on close', async () => {
-    const worker = await startWorker(config({ ...defaultRetentionSettings, initialDelayMs: 200, intervalMs: 3_600_000, batchRows: 10, pauseMs: 0 }), { adminServer: false });
+    const worker = await startWorker(
+      config({ ...defaultRetentionSettings, initialDelayMs: 200, intervalMs: 3_600_000, batchRows: 10, pauseMs: 0 }),
+      { adminServer: false },
+    );
     workers.push(worker);
     expect(worker.retention).toBeDefined();
     await waitFor('a retention run', async () => worker.retention!.runs >= 1, 30_000);
-    const { rows } = await db.pool.query(`SELECT count(payload)::int AS n, count(*)::int AS total FROM inbox_events WHERE tenant_id = 'tenant_w'`);
+    const { rows } = await db.pool.query(
+      `SELECT count(payload)::int AS n, count(*)::int AS total FROM inbox_events WHERE tenant_id = 'tenant_w'`,
+    );
     expect(rows[0]).toEqual({ n: 0, total: 30 });
     expect((await metric(worker, 'webhook_retention_runs_total')).get(JSON.stringify({ result: 'complete' }))).toBe(1);
     const rowsMetric = await metric(worker, 'webhook_retention_rows_total');

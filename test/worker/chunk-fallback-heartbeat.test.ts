@@ -48,11 +48,14 @@ describe('worker: the one-by-one fallback after a failed chunk keeps its group m
       overrides: { sessionTimeoutMs: 6_000, retryLevels: 0 },
     });
     groupId = config.groupId;
-    const logger = createLogger({ name: 'worker', level: 'info' }, {
-      write: (line: string) => {
-        if (line.includes('joined consumer group')) joins.push(line);
+    const logger = createLogger(
+      { name: 'worker', level: 'info' },
+      {
+        write: (line: string) => {
+          if (line.includes('joined consumer group')) joins.push(line);
+        },
       },
-    });
+    );
     worker = await startWorker(config, { adminServer: false, logger, applier: new SlowFallbackApplier({ pool: db.pool }) });
   });
 

@@ -45,7 +45,7 @@ afterEach(() => {
 // Deliveries with duplicates and stale versions, in a fixed pseudo-random order.
 function scenario(tenant: string): { deliveries: EventEnvelope[]; latest: Map<string, EventEnvelope> } {
   let seed = 42;
-  const rand = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   const latest = new Map<string, EventEnvelope>();
   const deliveries: Array<{ at: number; e: EventEnvelope }> = [];
   for (let r = 0; r < 30; r += 1) {

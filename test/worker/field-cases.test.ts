@@ -46,7 +46,12 @@ describe('worker: the cases the field knows', () => {
     db = await createTestDatabase();
     kafka = testKafka();
     ({ names } = await createTopicsRetrying(kafka));
-    const config = workerTestConfig({ brokers: testBrokers(), databaseUrl: db.url, eventsTopic: names.events, appliedTopic: names.applied });
+    const config = workerTestConfig({
+      brokers: testBrokers(),
+      databaseUrl: db.url,
+      eventsTopic: names.events,
+      appliedTopic: names.applied,
+    });
     groupId = config.groupId;
     worker = await startWorker(config, {
       onFailure: async (record, error) => {

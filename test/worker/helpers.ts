@@ -37,12 +37,7 @@ export function workerTestConfig(input: {
   };
 }
 
-export function themeEvent(
-  tenant: string,
-  id: string,
-  version: number,
-  overrides: SampleThemeEventOverrides = {},
-): EventEnvelope {
+export function themeEvent(tenant: string, id: string, version: number, overrides: SampleThemeEventOverrides = {}): EventEnvelope {
   const event = sampleThemeEvent({ tenant_id: tenant, ...overrides, resource: { id, version } });
   if (event.event_type === 'theme.deleted') delete event.data;
   return event;
@@ -114,7 +109,10 @@ export async function stateOf(pool: pg.Pool, tenant: string, id: string) {
   return row ? { ...row, version: Number(row.version) } : undefined;
 }
 
-export async function inboxStatus(pool: pg.Pool, eventId: string): Promise<{ status: string; reason: string | null; duplicate_of: string | null } | undefined> {
+export async function inboxStatus(
+  pool: pg.Pool,
+  eventId: string,
+): Promise<{ status: string; reason: string | null; duplicate_of: string | null } | undefined> {
   const { rows } = await pool.query('SELECT status, reason, duplicate_of FROM inbox_events WHERE event_id = $1', [eventId]);
   return rows[0];
 }

@@ -53,14 +53,14 @@ describe('outbox cursor: a late commit is never skipped', () => {
 
       // evt_late is committed, but an older transaction is still open: nothing is readable yet.
       expect(await next()).toEqual([]);
-      expect((await countUnpublishedOutbox(db.pool))).toBe(1);
+      expect(await countUnpublishedOutbox(db.pool)).toBe(1);
 
       await early.query('COMMIT');
       const rows = await nextWhenReady(2);
       expect(rows.map((r) => r.event_id)).toEqual(['evt_early', 'evt_late']);
       await advance(rows);
       expect(await next()).toEqual([]);
-      expect((await countUnpublishedOutbox(db.pool))).toBe(0);
+      expect(await countUnpublishedOutbox(db.pool)).toBe(0);
     } finally {
       early.release();
     }
@@ -97,11 +97,20 @@ describe('outbox relay: an open transaction holding records back is named in the
 
   it('warns with the blocking backend once the wait passes the threshold, then publishes both in order', async () => {
     const lines: Array<Record<string, unknown>> = [];
-    const logger = createLogger({ name: 'test', level: 'warn' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const logger = createLogger(
+      { name: 'test', level: 'warn' },
+      { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
     const relay = new OutboxRelay({
       pool: db.pool,
       ...relayParts({ kafka, databaseUrl: db.url, transactionalId: `${names.applied}.relay`, logger, sendTimeoutMs: 10_000 }),
-      topic: names.applied, batchSize: 100, pollMs: 50, sendTimeoutMs: 10_000, logger, crashPoints: noCrashPoints, heldBackWarnMs: 300,
+      topic: names.applied,
+      batchSize: 100,
+      pollMs: 50,
+      sendTimeoutMs: 10_000,
+      logger,
+      crashPoints: noCrashPoints,
+      heldBackWarnMs: 300,
     });
     const insert = (client: { query: (sql: string, values: unknown[]) => Promise<unknown> }, eventId: string) =>
       client.query(
@@ -127,7 +136,7 @@ describe('outbox relay: an open transaction holding records back is named in the
       open.release();
     }
     let published = 0;
-    for (const deadline = Date.now() + 15_000; published < 2 && Date.now() < deadline; ) published += await relay.publishOnce();
+    for (const deadline = Date.now() + 15_000; published < 2 && Date.now() < deadline;) published += await relay.publishOnce();
     expect(published).toBe(2);
     await relay.stop();
     const records = await readTopic(kafka, names.applied);

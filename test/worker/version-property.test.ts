@@ -5,7 +5,17 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+import {
+  createTopicsRetrying,
+  groupCaughtUp,
+  outboxDrained,
+  produce,
+  raw,
+  readTopic,
+  themeEvent,
+  waitFor,
+  workerTestConfig,
+} from './helpers.ts';
 
 // One resource's history: distinct versions, each an update or a delete, delivered 1-3 times each.
 const historyArb = fc.uniqueArray(
@@ -45,7 +55,7 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
     await db?.drop();
   });
 
-  it('ends at each resource\'s highest version (or its tombstone); applied versions strictly increase per key', async () => {
+  it("ends at each resource's highest version (or its tombstone); applied versions strictly increase per key", async () => {
     await fc.assert(
       fc.asyncProperty(scenarioArb, async ({ histories, order }) => {
         // Each run uses its own tenant on the same topic and database, so runs never interfere.
@@ -61,14 +71,21 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
           }
         });
         deliveries.sort((a, b) => a.sortKey - b.sortKey);
-        await produce(kafka, names.events, deliveries.map((d) => raw(d.envelope)));
+        await produce(
+          kafka,
+          names.events,
+          deliveries.map((d) => raw(d.envelope)),
+        );
         await waitFor('caught up', () => groupCaughtUp(kafka, groupId, names.events));
         await waitFor('outbox drained', () => outboxDrained(db.pool));
 
-        const { rows } = await db.pool.query<{ resource_id: string; version: string; deleted: boolean; data: unknown; last_event_id: string }>(
-          'SELECT resource_id, version, deleted, data, last_event_id FROM resource_state WHERE tenant_id = $1',
-          [tenant],
-        );
+        const { rows } = await db.pool.query<{
+          resource_id: string;
+          version: string;
+          deleted: boolean;
+          data: unknown;
+          last_event_id: string;
+        }>('SELECT resource_id, version, deleted, data, last_event_id FROM resource_state WHERE tenant_id = $1', [tenant]);
         expect(rows).toHaveLength(latest.size);
         for (const row of rows) {
           const want = latest.get(row.resource_id)!;

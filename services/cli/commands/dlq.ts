@@ -64,7 +64,10 @@ interface InboxStatus {
  */
 async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Set<DlqEntry>> {
   if (entries.length === 0) return new Set();
-  const rows = await selectInboxPayloads(ctx.pool(), entries.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })));
+  const rows = await selectInboxPayloads(
+    ctx.pool(),
+    entries.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })),
+  );
   const stored = new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
   const different = new Set<DlqEntry>();
   for (const entry of entries) {
@@ -83,7 +86,10 @@ async function withOtherContent(ctx: CliContext, entries: readonly DlqEntry[]): 
 async function inboxStatuses(ctx: CliContext, entries: readonly DlqEntry[]): Promise<Map<string, InboxStatus>> {
   const known = entries.filter((e) => inboxKeyOf(e) !== undefined);
   if (known.length === 0) return new Map();
-  const rows = await selectInboxStatuses(ctx.pool(), known.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })));
+  const rows = await selectInboxStatuses(
+    ctx.pool(),
+    known.map((e) => ({ tenant_id: e.tenantId, event_id: e.eventId })),
+  );
   return new Map(rows.map((r) => [tenantScopedKey(r.tenant_id, r.event_id), r]));
 }
 
@@ -132,7 +138,11 @@ function summary(e: DlqEntry, status: InboxStatus | undefined) {
 }
 
 const filterOptions = {
-  since: { type: 'string', description: 'only records dead-lettered at or after this ISO time, with an explicit offset (Z or ±HH:MM)', valueName: 'time' },
+  since: {
+    type: 'string',
+    description: 'only records dead-lettered at or after this ISO time, with an explicit offset (Z or ±HH:MM)',
+    valueName: 'time',
+  },
   reason: { type: 'string', description: 'only records with this dlq-reason (e.g. invalid_envelope, retries_exhausted)', valueName: 'R' },
 } as const;
 
@@ -140,7 +150,8 @@ export const dlqList: CommandSpec = {
   path: ['dlq', 'list'],
   summary: 'list dead-lettered records (reason, attempts, original coordinates, current inbox status)',
   usage: '[--since T] [--reason R]',
-  details: 'Reads the whole DLQ topic without committing anything. With DATABASE_URL set it also shows each event\'s inbox status (e.g. applied after a replay).',
+  details:
+    "Reads the whole DLQ topic without committing anything. With DATABASE_URL set it also shows each event's inbox status (e.g. applied after a replay).",
   examples: ['bridge dlq list', 'bridge dlq list --since 2026-01-31T00:00:00Z --reason retries_exhausted --json'],
   options: { ...filterOptions },
   mutating: false,
@@ -157,10 +168,24 @@ export const dlqList: CommandSpec = {
       [
         renderTable(
           ['dead-lettered', 'partition:offset', 'event_id', 'reason', 'attempt', 'inbox', 'last error'],
-          rows.map((r) => [r.dead_lettered_at, `${r.partition}:${r.offset}`, r.event_id, r.reason, r.attempt, r.inbox_status, r.last_error?.slice(0, 60)]),
+          rows.map((r) => [
+            r.dead_lettered_at,
+            `${r.partition}:${r.offset}`,
+            r.event_id,
+            r.reason,
+            r.attempt,
+            r.inbox_status,
+            r.last_error?.slice(0, 60),
+          ]),
         ),
         '',
-        `${rows.length} of ${entries.length} records on ${topic}${Object.keys(reasons).length ? ` (${Object.entries(reasons).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`,
+        `${rows.length} of ${entries.length} records on ${topic}${
+          Object.keys(reasons).length
+            ? ` (${Object.entries(reasons)
+                .map(([k, v]) => `${k} ${v}`)
+                .join(', ')})`
+            : ''
+        }`,
       ].join('\n'),
     );
   },
@@ -199,7 +224,9 @@ export const dlqShow: CommandSpec = {
           [
             `${topic} ${r.partition}:${r.offset}  event ${r.event_id ?? '(none)'}  key ${r.key ?? '(null)'}`,
             `reason: ${r.reason}   attempt: ${r.attempt ?? '-'}   dead-lettered: ${r.dead_lettered_at}   inbox: ${r.inbox_status ?? '-'}`,
-            r.original ? `original: ${r.original.topic}/${r.original.partition}@${r.original.offset}   failed on: ${r.failed_topic}` : `headers: ${r.header_problem}`,
+            r.original
+              ? `original: ${r.original.topic}/${r.original.partition}@${r.original.offset}   failed on: ${r.failed_topic}`
+              : `headers: ${r.header_problem}`,
             r.last_error ? `last error: ${r.last_error}` : '',
             'headers:',
             ...Object.entries(r.headers).map(([k, v]) => `  ${k}: ${v}`),
@@ -237,7 +264,9 @@ interface SentRecord {
 }
 
 function sha256(value: Buffer | null): string {
-  return createHash('sha256').update(value ?? Buffer.alloc(0)).digest('hex');
+  return createHash('sha256')
+    .update(value ?? Buffer.alloc(0))
+    .digest('hex');
 }
 
 /**
@@ -266,7 +295,10 @@ async function waitForOutcomes(
     const was = statusOf(before, s.entry);
     return was !== undefined && was.body_sha256 !== sha256(s.entry.value);
   });
-  const otherContent = await withOtherContent(ctx, otherBytes.map((s) => s.entry));
+  const otherContent = await withOtherContent(
+    ctx,
+    otherBytes.map((s) => s.entry),
+  );
   for (const s of otherBytes) {
     if (otherContent.has(s.entry)) {
       settle(s, { status: 'quarantined', ok: false, detail: 'event_id is recorded with other content; the replay is quarantined again' });
@@ -301,7 +333,10 @@ async function waitForOutcomes(
       });
       for (const w of grown) dlqSeen.set(w.partition, BigInt(w.high));
     }
-    const statuses = await inboxStatuses(ctx, open.map((s) => s.entry));
+    const statuses = await inboxStatuses(
+      ctx,
+      open.map((s) => s.entry),
+    );
     const [committedList] = await admin.fetchOffsets({ groupId: group, topics: [names.events] });
     const committed = new Map((committedList?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
 
@@ -309,10 +344,18 @@ async function waitForOutcomes(
       const again = againByMarker.get(s.marker);
       const row = statusOf(statuses, s.entry);
       if (again) {
-        settle(s, { status: 'dead_lettered', ok: false, detail: `dead-lettered again (${entryReason(again)}) at ${again.partition}:${again.offset}` });
+        settle(s, {
+          status: 'dead_lettered',
+          ok: false,
+          detail: `dead-lettered again (${entryReason(again)}) at ${again.partition}:${again.offset}`,
+        });
       } else if (row && SETTLED_OK.has(row.status)) {
         const was = statusOf(before, s.entry);
-        settle(s, { status: row.status, ok: true, ...(was && SETTLED_OK.has(was.status) ? { detail: `was already ${was.status} before the replay` } : {}) });
+        settle(s, {
+          status: row.status,
+          ok: true,
+          ...(was && SETTLED_OK.has(was.status) ? { detail: `was already ${was.status} before the replay` } : {}),
+        });
       } else if (row?.status === 'quarantined') {
         settle(s, { status: 'quarantined', ok: false, ...(row.reason ? { detail: row.reason } : {}) });
       } else if (!s.entry.eventId && (committed.get(s.partition) ?? -1n) > s.offset) {
@@ -346,12 +389,16 @@ export type SendResult = { ok: true; partition: number; offset: bigint } | { ok:
  * baseOffset. A partition the answer does not mention was not acknowledged (kafkajs#1303 resolves a
  * send without part of it), so its records are failures, never "sent" at offset -1.
  */
-export function acknowledgedOffsets(partitions: readonly number[], metadata: ReadonlyArray<{ partition: number; baseOffset?: string }>): SendResult[] {
+export function acknowledgedOffsets(
+  partitions: readonly number[],
+  metadata: ReadonlyArray<{ partition: number; baseOffset?: string }>,
+): SendResult[] {
   const next = new Map<number, bigint>();
   for (const m of metadata) if (m.baseOffset !== undefined && BigInt(m.baseOffset) >= 0n) next.set(m.partition, BigInt(m.baseOffset));
   return partitions.map((partition) => {
     const offset = next.get(partition);
-    if (offset === undefined) return { ok: false, partition, error: `the broker's answer has no offset for partition ${partition}: not acknowledged` };
+    if (offset === undefined)
+      return { ok: false, partition, error: `the broker's answer has no offset for partition ${partition}: not acknowledged` };
     next.set(partition, offset + 1n);
     return { ok: true, partition, offset };
   });
@@ -385,7 +432,9 @@ export async function sendPerPartition(
     else groups.set(group, [i]);
   });
   const results: SendResult[] = new Array<SendResult>(messages.length);
-  const ordered = [...groups.values()].sort((a, b) => (messages[a[0]!]!.partition ?? partitionCount) - (messages[b[0]!]!.partition ?? partitionCount));
+  const ordered = [...groups.values()].sort(
+    (a, b) => (messages[a[0]!]!.partition ?? partitionCount) - (messages[b[0]!]!.partition ?? partitionCount),
+  );
   for (const indices of ordered) {
     const batch = indices.map((i) => messages[i]!);
     try {
@@ -395,7 +444,10 @@ export async function sendPerPartition(
         'replay_send_timeout',
         `replay send to ${topic}/${batch[0]!.partition ?? '?'}`,
       );
-      acknowledgedOffsets(batch.map((m) => m.partition!), metadata).forEach((r, j) => (results[indices[j]!] = r));
+      acknowledgedOffsets(
+        batch.map((m) => m.partition!),
+        metadata,
+      ).forEach((r, j) => (results[indices[j]!] = r));
     } catch (error) {
       const text = (error as Error).message;
       for (const i of indices) results[i] = { ok: false, partition: messages[i]!.partition ?? undefined, error: text };
@@ -415,7 +467,11 @@ export const dlqReplay: CommandSpec = {
     'as done; dead-lettered again, quarantined or no answer before the timeout count as failed (exit 1).',
     'Unknown ids fail the command before anything is sent.',
   ].join('\n'),
-  examples: ['bridge dlq replay evt_0f3c2d evt_9a1b7e', 'bridge dlq replay --all --reason retries_exhausted --dry-run', 'bridge dlq replay 3:1042 --no-wait'],
+  examples: [
+    'bridge dlq replay evt_0f3c2d evt_9a1b7e',
+    'bridge dlq replay --all --reason retries_exhausted --dry-run',
+    'bridge dlq replay 3:1042 --no-wait',
+  ],
   options: {
     all: { type: 'boolean', description: 'every record (narrowed by --reason / --since)' },
     ...filterOptions,
@@ -428,7 +484,8 @@ export const dlqReplay: CommandSpec = {
     const all = flag(args, 'all');
     if (all && args.positionals.length > 0) throw new UsageError('give either event ids or --all, not both');
     if (!all && args.positionals.length === 0) throw new UsageError('give event ids (or partition:offset) to replay, or --all');
-    if (!all && (args.values.reason !== undefined || args.values.since !== undefined)) throw new UsageError('--reason and --since go with --all');
+    if (!all && (args.values.reason !== undefined || args.values.since !== undefined))
+      throw new UsageError('--reason and --since go with --all');
     const filter = filterFrom(args);
     const timeoutText = stringOption(args, 'timeout-ms') ?? '60000';
     if (!/^\d+$/.test(timeoutText)) throw new UsageError('--timeout-ms must be an integer');
@@ -447,18 +504,28 @@ export const dlqReplay: CommandSpec = {
       selected = entries.filter((e) => refs.some(({ ref }) => matchesRef(e, ref)));
     }
     const toReplay = latestPerEvent(selected);
-    const plan = toReplay.map((e) => ({ event_id: e.eventId, from: `${e.partition}:${e.offset}`, key: e.key?.toString('utf8') ?? null, reason: entryReason(e) }));
+    const plan = toReplay.map((e) => ({
+      event_id: e.eventId,
+      from: `${e.partition}:${e.offset}`,
+      key: e.key?.toString('utf8') ?? null,
+      reason: entryReason(e),
+    }));
     if (dryRun || toReplay.length === 0) {
       ctx.out.result(
         { dry_run: dryRun, to: events, count: plan.length, records: plan },
-        `${renderTable(['from', 'event_id', 'key', 'reason'], plan.map((p) => [p.from, p.event_id, p.key, p.reason]))}\n${plan.length} record(s) ${dryRun ? `would be replayed to ${events} (dry run: nothing sent)` : 'selected: nothing to replay'}`,
+        `${renderTable(
+          ['from', 'event_id', 'key', 'reason'],
+          plan.map((p) => [p.from, p.event_id, p.key, p.reason]),
+        )}\n${plan.length} record(s) ${dryRun ? `would be replayed to ${events} (dry run: nothing sent)` : 'selected: nothing to replay'}`,
       );
       return;
     }
 
     const before = wait ? await inboxStatuses(ctx, toReplay) : new Map<string, InboxStatus>();
     const dlqBefore = wait
-      ? new Map((await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]))
+      ? new Map(
+          (await connectedAdmin(ctx).then((a) => a.fetchTopicOffsets(ctx.topicNames().dlq))).map((w) => [w.partition, BigInt(w.high)]),
+        )
       : new Map<number, bigint>();
     const admin = await connectedAdmin(ctx);
     const producer = createRecoveringProducer(ctx.kafka(), { name: 'dlq-replay', logger: ctx.logger, connectTimeoutMs: 10_000 });
@@ -472,8 +539,22 @@ export const dlqReplay: CommandSpec = {
     toReplay.forEach((entry, i) => {
       const r = results[i]!;
       const from = `${entry.partition}:${entry.offset}`;
-      if (r.ok) sent.push({ entry, marker: headerText(messages[i]!.headers ?? {}, REPLAYED_FROM_HEADER)!, partition: r.partition, offset: r.offset });
-      else notSent.push({ event_id: entry.eventId, from, ...(r.partition === undefined ? {} : { partition: r.partition }), status: 'send_failed', ok: false, detail: r.error });
+      if (r.ok)
+        sent.push({
+          entry,
+          marker: headerText(messages[i]!.headers ?? {}, REPLAYED_FROM_HEADER)!,
+          partition: r.partition,
+          offset: r.offset,
+        });
+      else
+        notSent.push({
+          event_id: entry.eventId,
+          from,
+          ...(r.partition === undefined ? {} : { partition: r.partition }),
+          status: 'send_failed',
+          ok: false,
+          detail: r.error,
+        });
     });
     ctx.out.note(
       `replayed ${sent.length} record(s) to ${events}${notSent.length > 0 ? `; ${notSent.length} could not be sent` : ''}${wait && sent.length > 0 ? '; waiting for outcomes' : ''}`,
@@ -498,7 +579,12 @@ export const dlqReplay: CommandSpec = {
     for (const o of outcomes) counts[o.status] = (counts[o.status] ?? 0) + 1;
     ctx.out.result(
       { to: events, count: outcomes.length, failed, counts, outcomes },
-      `${renderTable(['from', 'event_id', 'outcome', 'detail'], outcomes.map((o) => [o.from, o.event_id, o.status, o.detail]))}\n${outcomes.length} replayed: ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(', ')}`,
+      `${renderTable(
+        ['from', 'event_id', 'outcome', 'detail'],
+        outcomes.map((o) => [o.from, o.event_id, o.status, o.detail]),
+      )}\n${outcomes.length} replayed: ${Object.entries(counts)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
     );
     return failed > 0 ? 1 : 0;
   },

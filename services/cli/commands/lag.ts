@@ -22,7 +22,10 @@ export function lagTargets(group: string, events: string, retries: string[]): Ar
 }
 
 export async function groupLag(admin: Admin, group: string, topic: string): Promise<LagRow[]> {
-  const [watermarks, committed] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId: group, topics: [topic] })]);
+  const [watermarks, committed] = await Promise.all([
+    admin.fetchTopicOffsets(topic),
+    admin.fetchOffsets({ groupId: group, topics: [topic] }),
+  ]);
   const byPartition = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, p.offset] as const));
   return watermarks
     .sort((a, b) => a.partition - b.partition)
@@ -61,9 +64,15 @@ export const lagCommand: CommandSpec = {
     ctx.out.result(
       { group, total_lag: total, groups, partitions: rows, missing_topics: missing },
       [
-        renderTable(['group', 'state', 'members'], groups.map((g) => [g.group, g.state, g.members])),
+        renderTable(
+          ['group', 'state', 'members'],
+          groups.map((g) => [g.group, g.state, g.members]),
+        ),
         '',
-        renderTable(['group', 'topic', 'partition', 'committed', 'end', 'lag'], rows.map((r) => [r.group, r.topic, r.partition, r.committed, r.end, r.lag])),
+        renderTable(
+          ['group', 'topic', 'partition', 'committed', 'end', 'lag'],
+          rows.map((r) => [r.group, r.topic, r.partition, r.committed, r.end, r.lag]),
+        ),
         '',
         `total lag: ${total}`,
         ...(missing.length ? [`missing topics: ${missing.join(', ')} (run bridge topics create)`] : []),

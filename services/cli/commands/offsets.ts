@@ -12,7 +12,7 @@ export const offsetsReset: CommandSpec = {
     'Like kafka-consumer-groups --reset-offsets: without --execute (or with --dry-run) it only prints',
     'current vs new offset per partition. With --execute it refuses while the group has active members',
     '(stop the workers first). A time resolves to the first record at or after it on each partition;',
-    'an explicit offset outside a partition\'s range is moved to the nearest end.',
+    "an explicit offset outside a partition's range is moved to the nearest end.",
   ].join('\n'),
   examples: [
     'bridge offsets reset --group theme-applier --topic theme.events --to 2026-01-31T12:00:00Z',
@@ -83,9 +83,6 @@ export const offsetsReset: CommandSpec = {
     if (mismatched.length > 0) {
       throw new CommandFailed(`offsets were not set as planned on partitions ${mismatched.map((r) => r.partition).join(', ')}`);
     }
-    ctx.out.result(
-      { executed: true, group, topic, target: describeTarget(target), plan },
-      `${header}\n${table}\noffsets reset.`,
-    );
+    ctx.out.result({ executed: true, group, topic, target: describeTarget(target), plan }, `${header}\n${table}\noffsets reset.`);
   },
 };

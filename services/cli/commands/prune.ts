@@ -1,5 +1,11 @@
 import { parseConfig } from '#plumbing/config/env.ts';
-import { RetentionPruner, retentionEnv, retentionSettingsFrom, type RetentionCount, type RetentionSettings } from '#domain/retention/index.ts';
+import {
+  RetentionPruner,
+  retentionEnv,
+  retentionSettingsFrom,
+  type RetentionCount,
+  type RetentionSettings,
+} from '#domain/retention/index.ts';
 import { CommandFailed, flag, intOption } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { renderTable } from '../output.ts';
@@ -31,8 +37,8 @@ export const pruneCommand: CommandSpec = {
   summary: 'retention: prune old bodies and delete old inbox, anomaly and outbox rows (what the worker does every interval)',
   usage: '[--dry-run] [--max-seconds N]',
   details: [
-    'The worker\'s own retention pass (shared/domain/retention), in batches of RETENTION_BATCH_ROWS, with the',
-    'RETENTION_* settings of the environment (RETENTION_ENABLED only switches the worker\'s loop).',
+    "The worker's own retention pass (shared/domain/retention), in batches of RETENTION_BATCH_ROWS, with the",
+    "RETENTION_* settings of the environment (RETENTION_ENABLED only switches the worker's loop).",
     '--dry-run counts, per table, what a pass would prune or delete now and changes nothing.',
     'Without it: one pass to the end (or --max-seconds), then what it did. Exit 1 while another',
     'process (a worker) is pruning: only one pass runs at a time.',
@@ -84,7 +90,10 @@ export const pruneCommand: CommandSpec = {
     ctx.out.result(
       data,
       [
-        renderTable(['table', 'action', 'rows'], report.counts.map((c) => [c.table, c.action, c.rows])),
+        renderTable(
+          ['table', 'action', 'rows'],
+          report.counts.map((c) => [c.table, c.action, c.rows]),
+        ),
         `${report.result}: ${report.batches} batches in ${report.seconds.toFixed(1)} s` +
           (report.result === 'time_limit' ? ' (stopped at --max-seconds; run again for the rest)' : ''),
       ].join('\n'),

@@ -1,5 +1,5 @@
 import type { Admin } from 'kafkajs';
-import { SnapshotApplier, toSourceRecord, type ApplyOutcome} from '#domain/apply/index.ts';
+import { SnapshotApplier, toSourceRecord, type ApplyOutcome } from '#domain/apply/index.ts';
 import { CommandFailed, flag, intOption, parsePosition, requiredOption, stringOption, UsageError, type Position } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin } from '../context.ts';
@@ -12,12 +12,21 @@ const APPLY_ATTEMPTS = 3;
 
 function checkOrder(from: Position, to: Position | undefined): void {
   if (!to || from.kind !== to.kind) return;
-  const before = from.kind === 'offset' && to.kind === 'offset' ? to.offset < from.offset : (to as { timestamp: number }).timestamp < (from as { timestamp: number }).timestamp;
+  const before =
+    from.kind === 'offset' && to.kind === 'offset'
+      ? to.offset < from.offset
+      : (to as { timestamp: number }).timestamp < (from as { timestamp: number }).timestamp;
   if (before) throw new UsageError('--to must not be before --from');
 }
 
 /** Resolves --from/--to into exact [from, to) offsets per partition, clamped to what the log holds. */
-export async function resolveRanges(admin: Admin, topic: string, partitions: number[] | undefined, from: Position, to: Position | undefined): Promise<PartitionRange[]> {
+export async function resolveRanges(
+  admin: Admin,
+  topic: string,
+  partitions: number[] | undefined,
+  from: Position,
+  to: Position | undefined,
+): Promise<PartitionRange[]> {
   const watermarks = (await admin.fetchTopicOffsets(topic)).filter((w) => !partitions || partitions.includes(w.partition));
   // A time with no record at or after it resolves to the log end (nothing to read from there).
   const at = async (position: Position): Promise<Map<number, bigint>> => {
@@ -58,7 +67,11 @@ export const reprocessCommand: CommandSpec = {
     topic: { type: 'string', description: 'topic to read (usually the events topic)', valueName: 'T' },
     partition: { type: 'string', description: 'only this partition (default: all)', valueName: 'P' },
     from: { type: 'string', description: 'first offset, or ISO time with an explicit offset (Z or ±HH:MM)', valueName: 'offset|time' },
-    to: { type: 'string', description: 'end (exclusive) offset or ISO time with an explicit offset (Z or ±HH:MM) (default: log end now)', valueName: 'offset|time' },
+    to: {
+      type: 'string',
+      description: 'end (exclusive) offset or ISO time with an explicit offset (Z or ±HH:MM) (default: log end now)',
+      valueName: 'offset|time',
+    },
   },
   mutating: true,
   async run(args, ctx) {
@@ -81,7 +94,9 @@ export const reprocessCommand: CommandSpec = {
     const outcomes: Record<string, number> = Object.fromEntries(OUTCOMES.map((o) => [o, 0]));
     const perPartition = new Map<number, number>();
     const started = Date.now();
-    ctx.out.note(`${dryRun ? 'counting' : 'reprocessing'} ${topic}: ${ranges.map((r) => `p${r.partition} [${r.from}, ${r.to})`).join(', ') || 'nothing in range'}`);
+    ctx.out.note(
+      `${dryRun ? 'counting' : 'reprocessing'} ${topic}: ${ranges.map((r) => `p${r.partition} [${r.from}, ${r.to})`).join(', ') || 'nothing in range'}`,
+    );
 
     await readRange({
       kafka: ctx.kafka(),
@@ -125,12 +140,20 @@ export const reprocessCommand: CommandSpec = {
     });
 
     const total = [...perPartition.values()].reduce((a, b) => a + b, 0);
-    const partitions = ranges.map((r) => ({ partition: r.partition, from: r.from.toString(), to: r.to.toString(), records: perPartition.get(r.partition) ?? 0 }));
+    const partitions = ranges.map((r) => ({
+      partition: r.partition,
+      from: r.from.toString(),
+      to: r.to.toString(),
+      records: perPartition.get(r.partition) ?? 0,
+    }));
     const data = { topic, dry_run: dryRun, records: total, ...(dryRun ? {} : { outcomes }), partitions, duration_ms: Date.now() - started };
     ctx.out.result(
       data,
       [
-        renderTable(['partition', 'from', 'to (excl.)', 'records'], partitions.map((p) => [p.partition, p.from, p.to, p.records])),
+        renderTable(
+          ['partition', 'from', 'to (excl.)', 'records'],
+          partitions.map((p) => [p.partition, p.from, p.to, p.records]),
+        ),
         '',
         dryRun
           ? `${total} records in range (dry run: nothing applied)`

@@ -34,8 +34,8 @@ export const sendCommand: CommandSpec = {
   summary: "sign a webhook with the source's scheme and secret and POST it to the ingress",
   usage: '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID] [--retry N]',
   details: [
-    'Signs the file\'s exact bytes with the shared signing module, using the source\'s scheme and its first',
-    'secret from WEBHOOK_SOURCES_FILE (or --secret-id). The id header is the body\'s event_id.',
+    "Signs the file's exact bytes with the shared signing module, using the source's scheme and its first",
+    "secret from WEBHOOK_SOURCES_FILE (or --secret-id). The id header is the body's event_id.",
     `--demo sends a fresh sample theme.updated event (source "${DEMO_SOURCE}" unless --source is given).`,
     `--url is the ingress base URL (default INGRESS_URL or ${DEFAULT_INGRESS_URL}); a URL with a path is used as is.`,
     'Headers follow the scheme: hmac-sha256 and standard-webhooks send an id, a timestamp (now) and a signature;',
@@ -73,7 +73,7 @@ export const sendCommand: CommandSpec = {
     const url = webhookUrl(stringOption(args, 'url') ?? ctx.env.INGRESS_URL ?? DEFAULT_INGRESS_URL, sourceId);
 
     const sourcesFile = ctx.env.WEBHOOK_SOURCES_FILE;
-    if (!sourcesFile) throw new CommandFailed('WEBHOOK_SOURCES_FILE is not set (the sources file with each source\'s scheme and secrets)');
+    if (!sourcesFile) throw new CommandFailed("WEBHOOK_SOURCES_FILE is not set (the sources file with each source's scheme and secrets)");
     let sources;
     try {
       sources = loadSources(sourcesFile, ctx.env);
@@ -112,8 +112,22 @@ export const sendCommand: CommandSpec = {
 
     if (flag(args, 'dry-run')) {
       ctx.out.result(
-        { dry_run: true, url, source: source.id, scheme: source.scheme, secret_id: secret.id, event_id: id, headers: shownHeaders, body_bytes: body.length },
-        [`POST ${url} (dry run: nothing sent)`, ...Object.entries(shownHeaders).map(([k, v]) => `${k}: ${v}`), '', body.toString('utf8')].join('\n'),
+        {
+          dry_run: true,
+          url,
+          source: source.id,
+          scheme: source.scheme,
+          secret_id: secret.id,
+          event_id: id,
+          headers: shownHeaders,
+          body_bytes: body.length,
+        },
+        [
+          `POST ${url} (dry run: nothing sent)`,
+          ...Object.entries(shownHeaders).map(([k, v]) => `${k}: ${v}`),
+          '',
+          body.toString('utf8'),
+        ].join('\n'),
       );
       return;
     }
@@ -122,7 +136,9 @@ export const sendCommand: CommandSpec = {
     try {
       response = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(Number(timeoutRaw)) });
     } catch (error) {
-      throw new CommandFailed(`POST ${url} failed: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`);
+      throw new CommandFailed(
+        `POST ${url} failed: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`,
+      );
     }
     const text = await response.text();
     let responseJson: unknown = text;
@@ -133,7 +149,15 @@ export const sendCommand: CommandSpec = {
     }
     const ok = response.status >= 200 && response.status < 300;
     ctx.out.result(
-      { ok, status: response.status, url, event_id: id, source: source.id, response: responseJson, retry_after: response.headers.get('retry-after') },
+      {
+        ok,
+        status: response.status,
+        url,
+        event_id: id,
+        source: source.id,
+        response: responseJson,
+        retry_after: response.headers.get('retry-after'),
+      },
       `POST ${url} event ${id}\n${response.status} ${response.statusText}\n${text}`,
     );
     return ok ? 0 : 1;

@@ -29,7 +29,15 @@ export const topicsCreate: CommandSpec = {
         { dry_run: true, topics: plan },
         `${renderTable(
           ['topic', 'partitions', 'replication', 'action', 'configs'],
-          plan.map((p) => [p.topic, p.partitions, p.replication_factor, p.action, Object.entries(p.configs).map(([k, v]) => `${k}=${v}`).join(',')]),
+          plan.map((p) => [
+            p.topic,
+            p.partitions,
+            p.replication_factor,
+            p.action,
+            Object.entries(p.configs)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(','),
+          ]),
         )}\n(dry run: nothing created)`,
       );
       return;

@@ -37,7 +37,14 @@ export const traceCommand: CommandSpec = {
       throw new CommandFailed(`nothing known about ${key}: no state and no events`);
     }
     const stateOut = s
-      ? { version: Number(s.version), deleted: s.deleted, data: s.data, last_event_id: s.last_event_id, created_at: iso(s.created_at), updated_at: iso(s.updated_at) }
+      ? {
+          version: Number(s.version),
+          deleted: s.deleted,
+          data: s.data,
+          last_event_id: s.last_event_id,
+          created_at: iso(s.created_at),
+          updated_at: iso(s.updated_at),
+        }
       : null;
     const eventsOut = events.map((e) => ({
       event_id: e.event_id as string,
@@ -51,7 +58,10 @@ export const traceCommand: CommandSpec = {
       duplicate_of: e.duplicate_of as string | null,
       idempotency_key: e.idempotency_key as string | null,
       body_sha256: e.body_sha256 as string,
-      kafka: e.source_topic === null ? null : { topic: e.source_topic as string, partition: e.source_partition as number, offset: String(e.source_offset) },
+      kafka:
+        e.source_topic === null
+          ? null
+          : { topic: e.source_topic as string, partition: e.source_partition as number, offset: String(e.source_offset) },
       occurred_at: iso(e.occurred_at),
       received_at: iso(e.received_at),
       first_seen_at: iso(e.first_seen_at),
@@ -64,7 +74,10 @@ export const traceCommand: CommandSpec = {
       version: a.resource_version === null ? null : Number(a.resource_version),
       body_sha256: a.body_sha256 as string,
       original_body_sha256: a.original_body_sha256 as string | null,
-      kafka: a.source_topic === null ? null : { topic: a.source_topic as string, partition: a.source_partition as number, offset: String(a.source_offset) },
+      kafka:
+        a.source_topic === null
+          ? null
+          : { topic: a.source_topic as string, partition: a.source_partition as number, offset: String(a.source_offset) },
       detected_at: iso(a.detected_at),
     }));
     const appliedOut = applied.map((a) => ({ event_id: a.event_id, created_at: iso(a.created_at), published_at: iso(a.published_at) }));
@@ -96,7 +109,13 @@ export const traceCommand: CommandSpec = {
       lines.push(
         renderTable(
           ['detected', 'event_id', 'version', 'status', 'kafka'],
-          anomaliesOut.map((a) => [a.detected_at, a.event_id, a.version, a.status, a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : null]),
+          anomaliesOut.map((a) => [
+            a.detected_at,
+            a.event_id,
+            a.version,
+            a.status,
+            a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : null,
+          ]),
         ),
       );
     }
@@ -104,6 +123,9 @@ export const traceCommand: CommandSpec = {
       const unpublished = appliedOut.filter((a) => !a.published_at).length;
       lines.push('', `applied records: ${appliedOut.length}${unpublished ? ` (${unpublished} not yet published)` : ''}`);
     }
-    ctx.out.result({ resource: { tenant_id: tenant, type, id, key }, state: stateOut, events: eventsOut, anomalies: anomaliesOut, applied: appliedOut }, lines.join('\n'));
+    ctx.out.result(
+      { resource: { tenant_id: tenant, type, id, key }, state: stateOut, events: eventsOut, anomalies: anomaliesOut, applied: appliedOut },
+      lines.join('\n'),
+    );
   },
 };

@@ -16,9 +16,18 @@ import { verify, type VerifiedSignature } from './verify.ts';
 // The pipeline steps driven directly, without express or a socket: the dev sources, signed
 // bodies, a fixed clock and a publisher that records what it is given.
 
-const SECRETS = { DEMO_SECRET: 'a-long-enough-hmac-secret', DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', DEMO_BODY_SECRET: 'a-long-enough-hmac-secret' };
+const SECRETS = {
+  DEMO_SECRET: 'a-long-enough-hmac-secret',
+  DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+  DEMO_BODY_SECRET: 'a-long-enough-hmac-secret',
+};
 const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
-const SECRET_OF: Record<string, string> = { demo: SECRETS.DEMO_SECRET, 'demo-std': SECRETS.DEMO_STD_SECRET, 'demo-body': SECRETS.DEMO_BODY_SECRET, 'demo-strict': SECRETS.DEMO_SECRET };
+const SECRET_OF: Record<string, string> = {
+  demo: SECRETS.DEMO_SECRET,
+  'demo-std': SECRETS.DEMO_STD_SECRET,
+  'demo-body': SECRETS.DEMO_BODY_SECRET,
+  'demo-strict': SECRETS.DEMO_SECRET,
+};
 const NOW = 1_790_000_000;
 const clock = () => NOW;
 const RECEIVED_AT = new Date('2026-09-21T12:00:00.000Z');
@@ -34,7 +43,14 @@ interface Signed {
 function signed(
   sourceId: string,
   event: unknown = sampleThemeEvent({ event_id: 'evt_1' }),
-  tweak: { id?: string; timestamp?: number; secret?: string; scheme?: SignatureScheme; headers?: Record<string, string | string[] | undefined>; raw?: Buffer } = {},
+  tweak: {
+    id?: string;
+    timestamp?: number;
+    secret?: string;
+    scheme?: SignatureScheme;
+    headers?: Record<string, string | string[] | undefined>;
+    raw?: Buffer;
+  } = {},
 ): Signed {
   const body = tweak.raw ?? Buffer.from(JSON.stringify(event));
   const source = SOURCES.find((s) => s.id === sourceId);
@@ -48,7 +64,8 @@ function signed(
   });
   const all: Record<string, string | string[] | undefined> = { ...signature, 'content-length': String(body.length), ...tweak.headers };
   const headers: Record<string, string[]> = {};
-  for (const [name, value] of Object.entries(all)) if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value : [value];
+  for (const [name, value] of Object.entries(all))
+    if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value : [value];
   return { headers, body };
 }
 
@@ -117,12 +134,20 @@ describe('accepted', () => {
   it('publishes the raw bytes keyed by resource, with the event headers in their order, and answers 202', async () => {
     const publisher = new RecordingPublisher();
     const event = sampleThemeEvent({ event_id: 'evt_ok', idempotency_key: 'theme:x:v1' });
-    const request = signed('demo', event, { headers: { 'x-webhook-retry': '3', 'x-webhook-event': 'theme.updated', 'x-idempotency-key': 'theme:x:v1' } });
+    const request = signed('demo', event, {
+      headers: { 'x-webhook-retry': '3', 'x-webhook-event': 'theme.updated', 'x-idempotency-key': 'theme:x:v1' },
+    });
     const { answer, rejection, registry } = await run('demo', request, publisher);
     expect(rejection).toBeUndefined();
     expect(answer).toMatchObject({ status: 202, reason: 'accepted', retryAfter: false, closeConnection: false });
     expect(json(answer)).toEqual({ status: 'accepted', event_id: 'evt_ok' });
-    expect(answer.event).toMatchObject({ eventId: 'evt_ok', tenant: 'tenant_acme', resource: `tenant_acme/theme/${event.resource.id}`, typeLabel: 'theme.updated', deliveryAttempt: 3 });
+    expect(answer.event).toMatchObject({
+      eventId: 'evt_ok',
+      tenant: 'tenant_acme',
+      resource: `tenant_acme/theme/${event.resource.id}`,
+      typeLabel: 'theme.updated',
+      deliveryAttempt: 3,
+    });
     const [record] = publisher.records;
     expect(record!.key).toBe(`tenant_acme/theme/${event.resource.id}`);
     expect(record!.value).toBe(request.body);
@@ -150,14 +175,20 @@ describe('accepted', () => {
   });
 
   it('takes the id from X-Webhook-Event-Id, the contract spelling, when X-Webhook-Id is absent', async () => {
-    const request = signed('demo', sampleThemeEvent({ event_id: 'evt_alias' }), { headers: { 'x-webhook-id': undefined, 'x-webhook-event-id': 'evt_alias' } });
+    const request = signed('demo', sampleThemeEvent({ event_id: 'evt_alias' }), {
+      headers: { 'x-webhook-id': undefined, 'x-webhook-event-id': 'evt_alias' },
+    });
     expect((await run('demo', request)).answer.status).toBe(202);
   });
 
   it('answers with no-store JSON, and Retry-After and Connection: close where the answer says so', () => {
     const accepted = acceptedAnswer({ eventId: 'e' } as never);
     expect(answerHeaders(accepted, '5', false)).toEqual({ 'content-type': 'application/json', 'cache-control': 'no-store' });
-    expect(answerHeaders(accepted, '5', true)).toEqual({ 'content-type': 'application/json', 'cache-control': 'no-store', connection: 'close' });
+    expect(answerHeaders(accepted, '5', true)).toEqual({
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+      connection: 'close',
+    });
     expect(answerHeaders(rejectionAnswer({ kind: 'inflight_body_bytes' }), '7', false)).toEqual({
       'content-type': 'application/json',
       'cache-control': 'no-store',
@@ -184,9 +215,18 @@ describe('preflight', () => {
     const bounded = await run('demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain' } }));
     expect(bounded.answer).toMatchObject({ status: 415, reason: 'unsupported_media_type', closeConnection: false });
     expect(json(bounded.answer)).toEqual({ error: 'unsupported_media_type' });
-    const chunked = await run('demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }));
+    const chunked = await run(
+      'demo',
+      signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }),
+    );
     expect(chunked.answer.closeConnection).toBe(true);
-    const complete = preflight(options, 'demo', signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }).headers, true, false);
+    const complete = preflight(
+      options,
+      'demo',
+      signed('demo', undefined, { headers: { 'content-type': 'text/plain', 'content-length': undefined } }).headers,
+      true,
+      false,
+    );
     expect(rejectionAnswer(complete as Rejection).closeConnection).toBe(false);
   });
 
@@ -242,7 +282,12 @@ describe('preflight', () => {
 
     const overBudget = bodyRejection({ kind: 'over_budget' })!;
     covered.add(overBudget.kind);
-    expect(rejectionAnswer(overBudget)).toMatchObject({ status: 503, reason: 'inflight_body_bytes', retryAfter: true, closeConnection: true });
+    expect(rejectionAnswer(overBudget)).toMatchObject({
+      status: 503,
+      reason: 'inflight_body_bytes',
+      retryAfter: true,
+      closeConnection: true,
+    });
     expect(json(rejectionAnswer(overBudget))).toEqual({ error: 'unavailable' });
     const registry = new Registry();
     countRejection(createIngressMetrics(registry), overBudget, 'demo');
@@ -285,7 +330,11 @@ describe('verify', () => {
     const rejection = verify({ ...delivered('demo', request), signature: '' }, request.body, clock, createIngressMetrics(new Registry()));
     expect(rejection).toEqual({ kind: 'signature_missing_header' });
     covered.add('signature_missing_header');
-    expect(rejectionAnswer(rejection as Rejection)).toMatchObject({ status: 401, reason: 'missing_header', body: '{"error":"unauthorized"}' });
+    expect(rejectionAnswer(rejection as Rejection)).toMatchObject({
+      status: 401,
+      reason: 'missing_header',
+      body: '{"error":"unauthorized"}',
+    });
   });
 });
 
@@ -310,8 +359,22 @@ describe('parse and match', () => {
 
   const mismatches: Array<[RejectionKind, number, SampleThemeEventOverrides, Record<string, string>, string, string]> = [
     ['event_id_mismatch', 400, { event_id: 'evt_body' }, {}, 'event_id_mismatch', 'x-webhook-id must equal event_id'],
-    ['event_type_mismatch', 400, {}, { 'x-webhook-event': 'theme.deleted' }, 'event_type_mismatch', 'x-webhook-event must equal event_type'],
-    ['idempotency_key_mismatch', 400, { idempotency_key: 'k1' }, { 'x-idempotency-key': 'k2' }, 'idempotency_key_mismatch', 'x-idempotency-key must equal idempotency_key'],
+    [
+      'event_type_mismatch',
+      400,
+      {},
+      { 'x-webhook-event': 'theme.deleted' },
+      'event_type_mismatch',
+      'x-webhook-event must equal event_type',
+    ],
+    [
+      'idempotency_key_mismatch',
+      400,
+      { idempotency_key: 'k1' },
+      { 'x-idempotency-key': 'k2' },
+      'idempotency_key_mismatch',
+      'x-idempotency-key must equal idempotency_key',
+    ],
     ['tenant_not_allowed', 403, { tenant_id: 'tenant_other' }, {}, 'forbidden', 'source may not publish for this tenant'],
   ];
   it.each(mismatches)('%s: %i', async (kind, status, overrides, headers, code, message) => {
@@ -326,10 +389,16 @@ describe('parse and match', () => {
   });
 
   it('a resource type the source does not publish: 422, and its event type never becomes a label', async () => {
-    const request = signed('demo-std', sampleThemeEvent({ event_id: 'evt_1', event_type: 'palette.updated', resource: { type: 'palette' }, data: {} }));
+    const request = signed(
+      'demo-std',
+      sampleThemeEvent({ event_id: 'evt_1', event_type: 'palette.updated', resource: { type: 'palette' }, data: {} }),
+    );
     const { answer } = await run('demo-std', request);
     expect(answer).toMatchObject({ status: 422, reason: 'resource_type_not_allowed' });
-    expect(json(answer)).toEqual({ error: 'resource_type_not_allowed', message: 'resource type "palette" is not one this source publishes (theme)' });
+    expect(json(answer)).toEqual({
+      error: 'resource_type_not_allowed',
+      message: 'resource type "palette" is not one this source publishes (theme)',
+    });
     expect(answer.event?.typeLabel).toBeUndefined();
   });
 
@@ -371,7 +440,13 @@ describe('publish', () => {
     await expect(run('demo', signed('demo'), new RecordingPublisher(new TypeError('bug')))).rejects.toThrow('bug');
     const internal = rejectionAnswer({ kind: 'internal_error' });
     covered.add('internal_error');
-    expect(internal).toMatchObject({ status: 500, reason: 'internal_error', body: '{"error":"internal_error"}', event: undefined, bodySha256: undefined });
+    expect(internal).toMatchObject({
+      status: 500,
+      reason: 'internal_error',
+      body: '{"error":"internal_error"}',
+      event: undefined,
+      bodySha256: undefined,
+    });
   });
 });
 

@@ -111,7 +111,8 @@ export function preflight(
   const idempotencyKey = singleHeader(headers, OPTIONAL_HEADERS.idempotencyKey);
   const retry = singleHeader(headers, OPTIONAL_HEADERS.retry);
   if (!eventType.ok || !idempotencyKey.ok || !retry.ok) return { kind: 'repeated_optional_header', bodyUnbounded };
-  if (retry.value !== undefined && !RETRY_VALUE.test(retry.value)) return { kind: 'malformed_retry_header', header: OPTIONAL_HEADERS.retry, bodyUnbounded };
+  if (retry.value !== undefined && !RETRY_VALUE.test(retry.value))
+    return { kind: 'malformed_retry_header', header: OPTIONAL_HEADERS.retry, bodyUnbounded };
 
   return {
     source,

@@ -23,7 +23,9 @@ type Plain<K extends string> = K extends string ? { kind: K } : never;
 /** What verifySignature refuses, one kind per reason (all answered alike: the reason helps a forger). */
 export type SignatureRejectionKind = `signature_${SignatureFailureReason}`;
 
-type ParseRejection<K extends ParseErrorCode = ParseErrorCode> = K extends ParseErrorCode ? { kind: K; message: string; bodySha256: string } : never;
+type ParseRejection<K extends ParseErrorCode = ParseErrorCode> = K extends ParseErrorCode
+  ? { kind: K; message: string; bodySha256: string }
+  : never;
 
 type PublishRejection<K extends PublishErrorCode = PublishErrorCode> = K extends PublishErrorCode ? { kind: K } & AboutEvent : never;
 
@@ -90,11 +92,33 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
   shutting_down: { ...UNAVAILABLE, reason: 'shutting_down', closeConnection: true },
   body_too_large: { status: 413, reason: 'body_too_large', code: 'payload_too_large', closeConnection: true },
   unsupported_media_type: { status: 415, reason: 'unsupported_media_type', code: 'unsupported_media_type' },
-  missing_header: { status: 400, reason: 'missing_header', code: 'bad_request', message: (r) => `missing header: ${r.header}`, signatureFailure: true },
-  repeated_header: { status: 400, reason: 'repeated_header', code: 'bad_request', message: (r) => `repeated header: ${r.header}`, signatureFailure: true },
+  missing_header: {
+    status: 400,
+    reason: 'missing_header',
+    code: 'bad_request',
+    message: (r) => `missing header: ${r.header}`,
+    signatureFailure: true,
+  },
+  repeated_header: {
+    status: 400,
+    reason: 'repeated_header',
+    code: 'bad_request',
+    message: (r) => `repeated header: ${r.header}`,
+    signatureFailure: true,
+  },
   repeated_optional_header: { status: 400, reason: 'repeated_header', code: 'bad_request', message: 'repeated header' },
-  event_id_headers_differ: { status: 400, reason: 'event_id_mismatch', code: 'event_id_mismatch', message: (r) => `${r.header} and ${r.alias} differ` },
-  malformed_retry_header: { status: 400, reason: 'malformed_retry_header', code: 'bad_request', message: (r) => `${r.header} must be a non-negative integer` },
+  event_id_headers_differ: {
+    status: 400,
+    reason: 'event_id_mismatch',
+    code: 'event_id_mismatch',
+    message: (r) => `${r.header} and ${r.alias} differ`,
+  },
+  malformed_retry_header: {
+    status: 400,
+    reason: 'malformed_retry_header',
+    code: 'bad_request',
+    message: (r) => `${r.header} must be a non-negative integer`,
+  },
   inflight_body_bytes: { ...UNAVAILABLE, reason: 'inflight_body_bytes', closeConnection: true, overload: true },
 
   unknown_source: { ...UNAUTHORIZED, reason: 'unknown_source' },
@@ -113,8 +137,18 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
   unknown_event_version: { status: 422, reason: 'unknown_event_version', code: 'unknown_event_version', message: (r) => r.message },
   invalid_envelope: { status: 422, reason: 'invalid_envelope', code: 'invalid_envelope', message: (r) => r.message },
   invalid_data: { status: 422, reason: 'invalid_data', code: 'invalid_data', message: (r) => r.message },
-  event_id_mismatch: { status: 400, reason: 'event_id_mismatch', code: 'event_id_mismatch', message: (r) => `${r.header} must equal event_id` },
-  event_type_mismatch: { status: 400, reason: 'event_type_mismatch', code: 'event_type_mismatch', message: (r) => `${r.header} must equal event_type` },
+  event_id_mismatch: {
+    status: 400,
+    reason: 'event_id_mismatch',
+    code: 'event_id_mismatch',
+    message: (r) => `${r.header} must equal event_id`,
+  },
+  event_type_mismatch: {
+    status: 400,
+    reason: 'event_type_mismatch',
+    code: 'event_type_mismatch',
+    message: (r) => `${r.header} must equal event_type`,
+  },
   idempotency_key_mismatch: {
     status: 400,
     reason: 'idempotency_key_mismatch',

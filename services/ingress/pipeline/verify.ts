@@ -20,7 +20,12 @@ const SIGNATURE_REJECTIONS: { readonly [R in SignatureFailureReason]: { kind: `s
  * The signature over the bytes exactly as received, before any parsing (a re-serialised body is a
  * different body), and the timestamp window. `nowSeconds` is read once, here.
  */
-export function verify(delivery: Delivery, rawBody: Buffer, nowSeconds: () => number, metrics: VerifyMetrics): VerifiedSignature | Rejection {
+export function verify(
+  delivery: Delivery,
+  rawBody: Buffer,
+  nowSeconds: () => number,
+  metrics: VerifyMetrics,
+): VerifiedSignature | Rejection {
   const source = delivery.source;
   const verified = verifySignature({
     scheme: source.scheme,

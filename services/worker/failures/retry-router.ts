@@ -77,7 +77,10 @@ export class RetryRouter {
   /** Routes an apply result that is itself a permanent failure (invalid, quarantined); undefined otherwise. */
   async handleResult(result: ApplyResult): Promise<FailureOutcome | undefined> {
     if (result.outcome === 'invalid') {
-      return this.route(result.record, permanentFailure(result.error?.code ?? 'invalid_envelope', result.error?.message ?? 'invalid event'));
+      return this.route(
+        result.record,
+        permanentFailure(result.error?.code ?? 'invalid_envelope', result.error?.message ?? 'invalid event'),
+      );
     }
     if (result.outcome === 'quarantined') {
       return this.route(result.record, permanentFailure('quarantined', result.reason ?? QUARANTINE_REASON));

@@ -34,7 +34,9 @@ describe('serializeAppliedRecord', () => {
           if (!isDelete) envelope.data = { ...envelope.data!, name };
           const event = parsed(envelope);
           const dataJson = isDelete ? null : JSON.stringify(envelope.data ?? {});
-          expect(serializeAppliedRecord(event, appliedAt.toISOString(), dataJson)).toBe(JSON.stringify(buildAppliedRecord(event, appliedAt)));
+          expect(serializeAppliedRecord(event, appliedAt.toISOString(), dataJson)).toBe(
+            JSON.stringify(buildAppliedRecord(event, appliedAt)),
+          );
         },
       ),
       { seed: 5, numRuns: 300 },

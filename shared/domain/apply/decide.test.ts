@@ -15,8 +15,7 @@ function parsed(envelope: EventEnvelope): ParsedEvent {
   };
 }
 
-const ev = (version: number, extra: Partial<EventEnvelope> = {}) =>
-  sampleThemeEvent({ ...extra, resource: { id: 'r1', version } });
+const ev = (version: number, extra: Partial<EventEnvelope> = {}) => sampleThemeEvent({ ...extra, resource: { id: 'r1', version } });
 
 function run(events: ParsedEvent[], inbox = new Map<string, KnownInboxRow>(), states = new Map<string, KnownState>()) {
   return decideOutcomes(events, inbox, new Map(), states).map((d) => d.outcome);
@@ -24,12 +23,7 @@ function run(events: ParsedEvent[], inbox = new Map<string, KnownInboxRow>(), st
 
 describe('decideOutcomes', () => {
   it('applies increasing versions and reports stale / duplicate_version against the running state', () => {
-    expect(run([parsed(ev(2)), parsed(ev(1)), parsed(ev(2)), parsed(ev(5))])).toEqual([
-      'applied',
-      'stale',
-      'duplicate_version',
-      'applied',
-    ]);
+    expect(run([parsed(ev(2)), parsed(ev(1)), parsed(ev(2)), parsed(ev(5))])).toEqual(['applied', 'stale', 'duplicate_version', 'applied']);
   });
 
   it('marks a version gap only against a stored version', () => {
@@ -68,10 +62,15 @@ describe('decideOutcomes', () => {
 
   it('compares a stored row with other bytes by fingerprint: a redelivery of it is a duplicate, other content an anomaly', () => {
     const e = ev(1, { delivery_attempt: 1 });
-    const stored = () => new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: JSON.stringify(e, null, 2) }]]);
+    const stored = () =>
+      new Map([
+        [tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: JSON.stringify(e, null, 2) }],
+      ]);
     expect(run([parsed({ ...e, delivery_attempt: 3 })], stored())).toEqual(['duplicate']);
     expect(run([parsed({ ...e, resource: { ...e.resource, version: 2 } })], stored())).toEqual(['quarantined']);
-    const pruned = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', fingerprint: eventFingerprint(e) }]]);
+    const pruned = new Map([
+      [tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', fingerprint: eventFingerprint(e) }],
+    ]);
     expect(run([parsed({ ...e, delivery_attempt: 4 })], pruned)).toEqual(['duplicate']);
     const unreadable = new Map([[tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: 'stored-sha', status: 'applied', payload: '{' }]]);
     expect(run([parsed(e)], unreadable)).toEqual(['quarantined']);

@@ -85,8 +85,7 @@ export function decideOutcomes(
       decisions.push({ ...base, outcome: 'duplicate', reason: 'event_id', writeInbox: false });
       continue;
     }
-    const idemKey =
-      envelope.idempotency_key === undefined ? undefined : tenantScopedKey(envelope.tenant_id, envelope.idempotency_key);
+    const idemKey = envelope.idempotency_key === undefined ? undefined : tenantScopedKey(envelope.tenant_id, envelope.idempotency_key);
     const firstWithKey = idemKey === undefined ? undefined : idempotency.get(idemKey);
     if (firstWithKey !== undefined && firstWithKey !== envelope.event_id) {
       inbox.set(eventKey, { bodySha256: event.bodySha256, status: 'duplicate', envelope });

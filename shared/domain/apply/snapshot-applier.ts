@@ -79,8 +79,7 @@ export class SnapshotApplier {
         // A null payload was pruned by retention, which kept the fingerprint (if the body parsed).
         const known = r.payload === null ? { fingerprint: r.fingerprint ?? undefined } : { payload: r.payload };
         inbox.set(tenantScopedKey(r.tenant_id, r.event_id), { bodySha256: r.body_sha256, status: r.status, ...known });
-      }
-      else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.tenant_id, r.idempotency_key), r.event_id);
+      } else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.tenant_id, r.idempotency_key), r.event_id);
       else {
         const key = resourceKey({ tenant_id: r.tenant_id, resource: { type: r.resource_type, id: r.resource_id, version: 0 } });
         states.set(key, { version: Number(r.version), deleted: r.deleted === true });

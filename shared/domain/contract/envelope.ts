@@ -18,15 +18,9 @@ const keySegment = (what: string) =>
     .meta({ description: `${what}; part of the Kafka key <tenant_id>/<resource.type>/<resource.id>` });
 
 export const resourceSchema = z.strictObject({
-  type: z
-    .string()
-    .regex(RESOURCE_TYPE_PATTERN)
-    .meta({ description: 'Resource type; must equal the <resource> part of event_type' }),
+  type: z.string().regex(RESOURCE_TYPE_PATTERN).meta({ description: 'Resource type; must equal the <resource> part of event_type' }),
   id: keySegment('Resource id'),
-  version: z
-    .int()
-    .min(0)
-    .meta({ description: 'Monotonic per resource; the worker applies only versions above the stored one' }),
+  version: z.int().min(0).meta({ description: 'Monotonic per resource; the worker applies only versions above the stored one' }),
 });
 
 export const occurredAtSchema = z.iso
@@ -38,18 +32,10 @@ export const occurredAtSchema = z.iso
 // consumer without being part of v1.
 export const eventEnvelopeSchema = z
   .strictObject({
-    event_id: z
-      .string()
-      .min(1)
-      .max(200)
-      .meta({ description: 'Unique per logical event; used for deduplication' }),
-    event_type: z
-      .string()
-      .regex(EVENT_TYPE_PATTERN)
-      .meta({
-        description:
-          '<resource type>.created|updated|deleted, for a resource type the source may publish (configured per source)',
-      }),
+    event_id: z.string().min(1).max(200).meta({ description: 'Unique per logical event; used for deduplication' }),
+    event_type: z.string().regex(EVENT_TYPE_PATTERN).meta({
+      description: '<resource type>.created|updated|deleted, for a resource type the source may publish (configured per source)',
+    }),
     event_version: z.literal(1).meta({ description: 'Contract version; unknown versions are rejected' }),
     occurred_at: occurredAtSchema,
     delivery_attempt: z.int().min(1).optional(),
@@ -67,7 +53,7 @@ export const eventEnvelopeSchema = z
       .meta({
         description:
           'Full snapshot of the resource, required unless the action is "deleted" (then absent or {}). ' +
-          'The provider\'s own model, carried through unchanged; for themes a few fields are checked when present ' +
+          "The provider's own model, carried through unchanged; for themes a few fields are checked when present " +
           '(theme-snapshot.v1.schema.json).',
       }),
   })
@@ -93,8 +79,7 @@ export type EventEnvelope = z.infer<typeof eventEnvelopeSchema>;
 export type EventAction = 'upsert' | 'delete';
 
 export type EventVersionCheck =
-  | { ok: true; version: EventVersion }
-  | { ok: false; code: 'unknown_event_version' | 'invalid_envelope'; message: string };
+  { ok: true; version: EventVersion } | { ok: false; code: 'unknown_event_version' | 'invalid_envelope'; message: string };
 
 /**
  * Runs before the full envelope check: a future version may have a different shape, and must be

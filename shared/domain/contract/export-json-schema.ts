@@ -20,8 +20,6 @@ for (const { fileName, content } of renderJsonSchemas()) {
 }
 
 if (stale.length > 0) {
-  console.error(
-    `JSON Schema out of date: ${stale.join(', ')}. Run: npx tsx shared/domain/contract/export-json-schema.ts`,
-  );
+  console.error(`JSON Schema out of date: ${stale.join(', ')}. Run: npx tsx shared/domain/contract/export-json-schema.ts`);
   process.exit(1);
 }

@@ -18,14 +18,79 @@ function zodAccepts(value: unknown): boolean {
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 const tricky: Json[] = [
-  '', 'theme', 'theme.deleted', 'theme.updated', 'theme.created', 'palette.updated', 'x'.repeat(201), 'x'.repeat(200), 'x'.repeat(101),
-  '#12345G', '#123456', '#abcdef', '123456', '#abc', '#abcd', '#11223344', '#1122334', 'active', 'split-flap', 'sha256:' + 'a'.repeat(64),
-  'sha256:' + 'a'.repeat(63), 'sha1:' + 'a'.repeat(64), 'palette', 'exploded', 'theme.exploded', 'palette.deleted', 'UTC', 'Etc/UTC', 'Mars/Olympus', 'europe/berlin', 'Europe/Berlin', '+01:00',
-  'http://cdn.example.com/a.png', 'https://cdn.example.com/a.png', 'https://', 'https:/x', 'not a url', `https://x.com/${'a'.repeat(2050)}`,
-  '2026-13-01T00:00:00Z', '2026-02-30T00:00:00Z', '2026-11-29T10:00:00+01:00', '2026-11-29T10:00:00', '2026-11-29T10:00:00.123456Z',
-  'a/b', 'ABC', 'a'.repeat(64), 'f'.repeat(64), 'F'.repeat(64), 'aurora--night', 'aurora-night', '-x', 'draft', 'digital', 'analog',
-  'image', 'font', 'evt_1', 'tenant_acme', 'théme',
-  -1, 0, 1, 1.5, 2 ** 53, 1e300, null, true, false, {}, [], { type: 'image' }, ['x'], { a: 1 },
+  '',
+  'theme',
+  'theme.deleted',
+  'theme.updated',
+  'theme.created',
+  'palette.updated',
+  'x'.repeat(201),
+  'x'.repeat(200),
+  'x'.repeat(101),
+  '#12345G',
+  '#123456',
+  '#abcdef',
+  '123456',
+  '#abc',
+  '#abcd',
+  '#11223344',
+  '#1122334',
+  'active',
+  'split-flap',
+  'sha256:' + 'a'.repeat(64),
+  'sha256:' + 'a'.repeat(63),
+  'sha1:' + 'a'.repeat(64),
+  'palette',
+  'exploded',
+  'theme.exploded',
+  'palette.deleted',
+  'UTC',
+  'Etc/UTC',
+  'Mars/Olympus',
+  'europe/berlin',
+  'Europe/Berlin',
+  '+01:00',
+  'http://cdn.example.com/a.png',
+  'https://cdn.example.com/a.png',
+  'https://',
+  'https:/x',
+  'not a url',
+  `https://x.com/${'a'.repeat(2050)}`,
+  '2026-13-01T00:00:00Z',
+  '2026-02-30T00:00:00Z',
+  '2026-11-29T10:00:00+01:00',
+  '2026-11-29T10:00:00',
+  '2026-11-29T10:00:00.123456Z',
+  'a/b',
+  'ABC',
+  'a'.repeat(64),
+  'f'.repeat(64),
+  'F'.repeat(64),
+  'aurora--night',
+  'aurora-night',
+  '-x',
+  'draft',
+  'digital',
+  'analog',
+  'image',
+  'font',
+  'evt_1',
+  'tenant_acme',
+  'théme',
+  -1,
+  0,
+  1,
+  1.5,
+  2 ** 53,
+  1e300,
+  null,
+  true,
+  false,
+  {},
+  [],
+  { type: 'image' },
+  ['x'],
+  { a: 1 },
 ];
 
 function paths(value: Json, prefix: (string | number)[] = []): (string | number)[][] {
@@ -58,7 +123,11 @@ function mutate(doc: Json, path: (string | number)[], op: 'set' | 'delete' | 'ad
 
 describe('isCertainlyValidEvent', () => {
   it('accepts the valid samples (so the fast path is really taken)', () => {
-    for (const event of [sampleThemeEvent(), sampleThemeEvent({ idempotency_key: 'k' }), sampleThemeEvent({ event_type: 'theme.created' })]) {
+    for (const event of [
+      sampleThemeEvent(),
+      sampleThemeEvent({ idempotency_key: 'k' }),
+      sampleThemeEvent({ event_type: 'theme.created' }),
+    ]) {
       expect(isCertainlyValidEvent(JSON.parse(JSON.stringify(event)))).toBe(true);
     }
     const deleted = { ...sampleThemeEvent({ event_type: 'theme.deleted' }) } as Record<string, unknown>;
@@ -69,7 +138,11 @@ describe('isCertainlyValidEvent', () => {
   it('never accepts what zod rejects (random mutations of a valid event)', () => {
     const base = JSON.parse(JSON.stringify(sampleThemeEvent({ event_id: 'evt_fixed', occurred_at: '2026-11-29T10:00:00.000Z' }))) as Json;
     const basePaths = paths(base).filter((p) => p.length > 0);
-    const mutation = fc.tuple(fc.constantFrom(...basePaths), fc.constantFrom('set', 'delete', 'add') as fc.Arbitrary<'set' | 'delete' | 'add'>, fc.constantFrom(...tricky));
+    const mutation = fc.tuple(
+      fc.constantFrom(...basePaths),
+      fc.constantFrom('set', 'delete', 'add') as fc.Arbitrary<'set' | 'delete' | 'add'>,
+      fc.constantFrom(...tricky),
+    );
     let fastAccepted = 0;
     let checked = 0;
     fc.assert(

@@ -7,7 +7,15 @@ import { EVENT_TYPE_PATTERN, KEY_SEGMENT_PATTERN, occurredAtSchema, RESOURCE_TYP
 import { assetUrlSchema, CHECKSUM_PATTERN, COLOUR_PATTERN, isValidTimeZone } from './theme-snapshot.ts';
 
 const ENVELOPE_KEYS: ReadonlySet<string> = new Set([
-  'event_id', 'event_type', 'event_version', 'occurred_at', 'delivery_attempt', 'tenant_id', 'idempotency_key', 'resource', 'data',
+  'event_id',
+  'event_type',
+  'event_version',
+  'occurred_at',
+  'delivery_attempt',
+  'tenant_id',
+  'idempotency_key',
+  'resource',
+  'data',
 ]);
 
 type Obj = Record<string, unknown>;

@@ -15,5 +15,7 @@ export const DELIVERY_ONLY_FIELDS: readonly string[] = ['delivery_attempt'];
 export function eventFingerprint(envelope: EventEnvelope): string {
   const content: Record<string, unknown> = { ...envelope };
   for (const field of DELIVERY_ONLY_FIELDS) delete content[field];
-  return createHash('sha256').update(canonicalize(content) ?? '', 'utf8').digest('hex');
+  return createHash('sha256')
+    .update(canonicalize(content) ?? '', 'utf8')
+    .digest('hex');
 }

@@ -238,8 +238,7 @@ describe('helpers', () => {
     expect(findDuplicateKey('{"a":{"b":1,"b":2}}')).toBe('b');
     expect(findDuplicateKey('{"q\\"":1 , "q\\"" : 2}')).toBe('q"');
     // Small objects keep their keys in an array, big ones in a Set: both ways find a repeat.
-    const wide = (n: number, repeat: string) =>
-      `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')},"${repeat}":0}`;
+    const wide = (n: number, repeat: string) => `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')},"${repeat}":0}`;
     expect(findDuplicateKey(wide(5, 'k3'))).toBe('k3');
     expect(findDuplicateKey(wide(15, 'k14'))).toBe('k14');
     expect(findDuplicateKey(wide(16, 'k2'))).toBe('k2');

@@ -21,8 +21,7 @@ export type ParseErrorCode =
   | 'invalid_data';
 
 export type ParseEventResult =
-  | { ok: true; envelope: EventEnvelope; bodySha256: string }
-  | { ok: false; code: ParseErrorCode; message: string; bodySha256: string };
+  { ok: true; envelope: EventEnvelope; bodySha256: string } | { ok: false; code: ParseErrorCode; message: string; bodySha256: string };
 
 export interface ParseEventOptions {
   maxDepth?: number;

@@ -48,7 +48,10 @@ export const themeLayoutSchema = z.looseObject({
     }),
 });
 
-export const assetUrlSchema = z.url({ protocol: /^https$/ }).max(2048).meta({ description: 'https URL only' });
+export const assetUrlSchema = z
+  .url({ protocol: /^https$/ })
+  .max(2048)
+  .meta({ description: 'https URL only' });
 
 export const themeAssetSchema = z.looseObject({
   url: assetUrlSchema.optional(),
@@ -68,7 +71,7 @@ export const themeSnapshotSchema = z
   .meta({
     title: 'Theme snapshot v1 (what the bridge checks)',
     description:
-      'The `data` of theme.created / theme.updated events: the full state of one theme, in the provider\'s own ' +
+      "The `data` of theme.created / theme.updated events: the full state of one theme, in the provider's own " +
       'model. Only the fields named here are checked, and only when present; every other field is carried through.',
   });
 

@@ -55,7 +55,12 @@ const table: Array<[string, unknown, FailureClass, string]> = [
     'outage',
     'db_connection_lost',
   ],
-  ['dual-stack connect refused', new AggregateError([sysError('ECONNREFUSED'), sysError('ECONNREFUSED')], 'connect failed'), 'outage', 'db_unavailable'],
+  [
+    'dual-stack connect refused',
+    new AggregateError([sysError('ECONNREFUSED'), sysError('ECONNREFUSED')], 'connect failed'),
+    'outage',
+    'db_unavailable',
+  ],
   ['outage wrapped in a cause', new Error('apply failed', { cause: sysError('ECONNREFUSED') }), 'outage', 'db_unavailable'],
   ['outage bridge code', new BridgeError('db_unavailable', 'probe failed', { retryable: true }), 'outage', 'db_unavailable'],
 ];
@@ -69,7 +74,12 @@ describe('classifyFailure', () => {
 
   it('keeps the SQLSTATE and the message', () => {
     const failure = classifyFailure(pgError('40001', 'could not serialize access'));
-    expect(failure).toEqual({ class: 'transient', code: 'serialization_failure', message: 'could not serialize access', sqlstate: '40001' });
+    expect(failure).toEqual({
+      class: 'transient',
+      code: 'serialization_failure',
+      message: 'could not serialize access',
+      sqlstate: '40001',
+    });
   });
 
   it('does not read a non-SQLSTATE code as one', () => {

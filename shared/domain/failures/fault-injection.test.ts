@@ -18,7 +18,9 @@ describe('FAULT_INJECT', () => {
   });
 
   it('reports every bad rule', () => {
-    const result = faultInjectSchema.safeParse('sometimes:acme/theme/t1:3,transient:acme:1,transient:acme/theme/t1:0,transient:a/theme/b:1:x');
+    const result = faultInjectSchema.safeParse(
+      'sometimes:acme/theme/t1:3,transient:acme:1,transient:acme/theme/t1:0,transient:a/theme/b:1:x',
+    );
     expect(result.success).toBe(false);
     expect(result.error!.issues).toHaveLength(4);
   });

@@ -23,8 +23,7 @@ const info: RetryInfo = {
 };
 
 // Consumed headers arrive as Buffers.
-const asConsumed = (headers: Record<string, string>) =>
-  Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]));
+const asConsumed = (headers: Record<string, string>) => Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]));
 
 describe('retry headers', () => {
   it('round-trips through Buffers as kafkajs delivers them', () => {
@@ -60,11 +59,20 @@ describe('retry headers', () => {
 
   it('encodes a DLQ record with its reason and decodes it for replay', () => {
     const at = new Date('2026-01-02T04:00:00.000Z');
-    const encoded = encodeDeadLetterInfo({ ...info, attempt: 5, reason: 'retries_exhausted', deadLetteredAt: at, failedTopic: 'theme.events.retry.4' });
+    const encoded = encodeDeadLetterInfo({
+      ...info,
+      attempt: 5,
+      reason: 'retries_exhausted',
+      deadLetteredAt: at,
+      failedTopic: 'theme.events.retry.4',
+    });
     expect(encoded['dlq-reason']).toBe('retries_exhausted');
     expect(encoded[RETRY_HEADERS.notBefore]).toBeUndefined();
     const decoded = decodeDeadLetterInfo(asConsumed(encoded));
-    expect(decoded).toMatchObject({ ok: true, info: { attempt: 5, reason: 'retries_exhausted', originalOffset: '123456789012', failedTopic: 'theme.events.retry.4' } });
+    expect(decoded).toMatchObject({
+      ok: true,
+      info: { attempt: 5, reason: 'retries_exhausted', originalOffset: '123456789012', failedTopic: 'theme.events.retry.4' },
+    });
   });
 
   it('keeps only the original headers for a replay', () => {

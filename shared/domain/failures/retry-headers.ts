@@ -136,7 +136,12 @@ export function decodeDeadLetterInfo(headers: IHeaders | undefined): DecodeResul
   const { notBefore: _unused, ...rest } = retry.info;
   return {
     ok: true,
-    info: { ...rest, reason, deadLetteredAt: new Date(at), failedTopic: headerText(headers, DLQ_HEADERS.failedTopic) ?? rest.originalTopic },
+    info: {
+      ...rest,
+      reason,
+      deadLetteredAt: new Date(at),
+      failedTopic: headerText(headers, DLQ_HEADERS.failedTopic) ?? rest.originalTopic,
+    },
   };
 }
 

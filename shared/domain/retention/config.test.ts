@@ -34,17 +34,24 @@ describe('retention settings', () => {
     );
     expect(s).toMatchObject({ enabled: false, intervalMs: 60_000, batchRows: 500, pauseMs: 0, bodyDays: 14, inboxDays: 0, outboxDays: 3 });
     for (const on of ['true', '1', 'yes', 'on']) expect(parseConfig(retentionEnv, { RETENTION_ENABLED: on }).RETENTION_ENABLED).toBe(true);
-    for (const off of ['false', '0', 'no', 'off']) expect(parseConfig(retentionEnv, { RETENTION_ENABLED: off }).RETENTION_ENABLED).toBe(false);
+    for (const off of ['false', '0', 'no', 'off'])
+      expect(parseConfig(retentionEnv, { RETENTION_ENABLED: off }).RETENTION_ENABLED).toBe(false);
   });
 
   it('reports every bad value at once', () => {
     try {
-      parseConfig(retentionEnv, { RETENTION_ENABLED: 'maybe', RETENTION_BATCH_ROWS: '0', RETENTION_BODY_DAYS: '-1', RETENTION_MAX_SECONDS: 'x' });
+      parseConfig(retentionEnv, {
+        RETENTION_ENABLED: 'maybe',
+        RETENTION_BATCH_ROWS: '0',
+        RETENTION_BODY_DAYS: '-1',
+        RETENTION_MAX_SECONDS: 'x',
+      });
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(ConfigError);
       const problems = (error as ConfigError).problems.join('\n');
-      for (const name of ['RETENTION_ENABLED', 'RETENTION_BATCH_ROWS', 'RETENTION_BODY_DAYS', 'RETENTION_MAX_SECONDS']) expect(problems).toContain(name);
+      for (const name of ['RETENTION_ENABLED', 'RETENTION_BATCH_ROWS', 'RETENTION_BODY_DAYS', 'RETENTION_MAX_SECONDS'])
+        expect(problems).toContain(name);
     }
   });
 
@@ -67,6 +74,10 @@ describe('retention settings', () => {
       inbox: new Date('2026-06-04T00:00:00Z'),
       outbox: new Date('2026-11-24T00:00:00Z'),
     });
-    expect(retentionCutoffs({ bodyDays: 0, inboxDays: 0, outboxDays: 0 }, now)).toEqual({ body: undefined, inbox: undefined, outbox: undefined });
+    expect(retentionCutoffs({ bodyDays: 0, inboxDays: 0, outboxDays: 0 }, now)).toEqual({
+      body: undefined,
+      inbox: undefined,
+      outbox: undefined,
+    });
   });
 });

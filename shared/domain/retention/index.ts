@@ -1,10 +1,4 @@
-export {
-  defaultRetentionSettings,
-  effectiveBodyDays,
-  retentionCutoffs,
-  retentionEnv,
-  retentionSettingsFrom,
-} from './config.ts';
+export { defaultRetentionSettings, effectiveBodyDays, retentionCutoffs, retentionEnv, retentionSettingsFrom } from './config.ts';
 export type { RetentionCutoffs, RetentionEnv, RetentionSettings } from './config.ts';
 export { logRetentionRun, RetentionLoop, startRetentionLoop } from './loop.ts';
 export type { RetentionLoopOptions, StartRetentionOptions } from './loop.ts';

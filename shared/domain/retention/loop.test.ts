@@ -2,7 +2,13 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RetentionLoop } from './loop.ts';
 import type { RetentionRunReport } from './pruner.ts';
 
-const report = (result: RetentionRunReport['result']): RetentionRunReport => ({ result, startedAt: new Date(), seconds: 0, batches: 0, counts: [] });
+const report = (result: RetentionRunReport['result']): RetentionRunReport => ({
+  result,
+  startedAt: new Date(),
+  seconds: 0,
+  batches: 0,
+  counts: [],
+});
 
 describe('RetentionLoop', () => {
   beforeEach(() => vi.useFakeTimers());

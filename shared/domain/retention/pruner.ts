@@ -183,7 +183,7 @@ export class RetentionPruner {
       // within a lane the parts run in order (a row's body is pruned before the row is deleted).
       const lanes = this.#lanes(cutoffs).filter((lane) => lane.length > 0);
       while (lanes.length > 0) {
-        for (let i = 0; i < lanes.length; ) {
+        for (let i = 0; i < lanes.length;) {
           if (options.signal?.aborted) return report('stopped');
           if (performance.now() >= deadline) return report('time_limit');
           const phase = lanes[i]![0]!;
@@ -192,7 +192,13 @@ export class RetentionPruner {
           batches += 1;
           const key = countKey(phase.table, phase.action);
           rows.set(key, (rows.get(key) ?? 0) + step.rows);
-          this.#onBatch?.({ table: phase.table, action: phase.action, rows: step.rows, scanned: step.scanned ?? step.rows, ms: performance.now() - t0 });
+          this.#onBatch?.({
+            table: phase.table,
+            action: phase.action,
+            rows: step.rows,
+            scanned: step.scanned ?? step.rows,
+            ms: performance.now() - t0,
+          });
           if (!step.more) lanes[i]!.shift();
           if (lanes[i]!.length === 0) lanes.splice(i, 1);
           else i += 1;
@@ -211,7 +217,10 @@ export class RetentionPruner {
   }
 
   async #batch(client: PoolClient, phase: Phase): Promise<Step> {
-    await store.beginRetentionBatch(client, { lockTimeoutMs: this.#settings.lockTimeoutMs, statementTimeoutMs: this.#settings.statementTimeoutMs });
+    await store.beginRetentionBatch(client, {
+      lockTimeoutMs: this.#settings.lockTimeoutMs,
+      statementTimeoutMs: this.#settings.statementTimeoutMs,
+    });
     try {
       const step = await phase.step(client);
       await commit(client);

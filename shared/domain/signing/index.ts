@@ -3,9 +3,4 @@ export type { SignatureHeaderNames, SignatureScheme } from './schemes.ts';
 export { signWebhook } from './sign-webhook.ts';
 export type { SignWebhookInput, WebhookHeaders } from './sign-webhook.ts';
 export { verifySignature } from './verify-signature.ts';
-export type {
-  SignatureFailureReason,
-  SigningSecret,
-  VerifySignatureInput,
-  VerifySignatureResult,
-} from './verify-signature.ts';
+export type { SignatureFailureReason, SigningSecret, VerifySignatureInput, VerifySignatureResult } from './verify-signature.ts';

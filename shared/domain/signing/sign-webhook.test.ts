@@ -38,7 +38,7 @@ describe('signWebhook', () => {
     });
   });
 
-  it('reproduces GitHub\'s published hmac-sha256-body vector', () => {
+  it("reproduces GitHub's published hmac-sha256-body vector", () => {
     // The example in GitHub's "Validating webhook deliveries" docs; re-checked with
     // printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac "It's a Secret to Everybody"
     const headers = signWebhook({
@@ -88,9 +88,7 @@ describe('signWebhook', () => {
   it('refuses an empty hmac secret and an undecodable standard secret', () => {
     expect(() => signWebhook({ scheme: 'hmac-sha256', secret: '', id: 'a', body: '{}' })).toThrow(TypeError);
     expect(() => signWebhook({ scheme: 'hmac-sha256-body', secret: '', id: 'a', body: '{}' })).toThrow(TypeError);
-    expect(() => signWebhook({ scheme: 'standard-webhooks', secret: 'whsec_not base64!', id: 'a', body: '{}' })).toThrow(
-      TypeError,
-    );
+    expect(() => signWebhook({ scheme: 'standard-webhooks', secret: 'whsec_not base64!', id: 'a', body: '{}' })).toThrow(TypeError);
   });
 });
 

@@ -23,7 +23,9 @@ export function signWebhook(input: SignWebhookInput): WebhookHeaders {
     if (!/^\d+$/.test(timestamp)) throw new TypeError('timestamp must be a non-negative integer of unix seconds');
   }
   const body = typeof input.body === 'string' ? Buffer.from(input.body, 'utf8') : input.body;
-  const mac = createHmac('sha256', signingKey(scheme, secret)).update(signedContent(scheme, id, timestamp, body)).digest();
+  const mac = createHmac('sha256', signingKey(scheme, secret))
+    .update(signedContent(scheme, id, timestamp, body))
+    .digest();
   return {
     'content-type': 'application/json',
     [names.id]: id,

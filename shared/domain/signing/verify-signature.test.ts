@@ -174,9 +174,10 @@ describe('verifySignature, hmac-sha256', () => {
 
   it('never matches with an empty secret', () => {
     const signed = signWebhook({ scheme: 'hmac-sha256', secret: 'x', id: 'a', body, timestamp: now });
-    expect(
-      verify({ secrets: [{ id: 'empty', value: '' }] }, { signature: signed['x-webhook-signature'] }),
-    ).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    expect(verify({ secrets: [{ id: 'empty', value: '' }] }, { signature: signed['x-webhook-signature'] })).toMatchObject({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
   });
 });
 
@@ -184,36 +185,37 @@ describe('verifySignature, secret rotation', () => {
   const now = 1_750_000_000;
   const body = Buffer.from('{"event_id":"evt_rot"}');
 
-  it.each(['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const)('%s: old and new secrets verify, a removed one fails', (scheme) => {
-    const oldSecret =
-      scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 1).toString('base64') : 'old-secret';
-    const newSecret =
-      scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 2).toString('base64') : 'new-secret';
-    const secrets = [
-      { id: 'old', value: oldSecret },
-      { id: 'new', value: newSecret },
-    ];
-    const verifyWith = (secret: string, active: typeof secrets) => {
-      const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: now });
-      const names = SIGNATURE_HEADERS[scheme];
-      return verifySignature({
-        scheme,
-        secrets: active,
-        headers: {
-          id: headers[names.id],
-          timestamp: names.timestamp === undefined ? undefined : headers[names.timestamp],
-          signature: headers[names.signature],
-        },
-        rawBody: body,
-        now,
-        toleranceSeconds: 300,
-      });
-    };
+  it.each(['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const)(
+    '%s: old and new secrets verify, a removed one fails',
+    (scheme) => {
+      const oldSecret = scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 1).toString('base64') : 'old-secret';
+      const newSecret = scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, 2).toString('base64') : 'new-secret';
+      const secrets = [
+        { id: 'old', value: oldSecret },
+        { id: 'new', value: newSecret },
+      ];
+      const verifyWith = (secret: string, active: typeof secrets) => {
+        const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: now });
+        const names = SIGNATURE_HEADERS[scheme];
+        return verifySignature({
+          scheme,
+          secrets: active,
+          headers: {
+            id: headers[names.id],
+            timestamp: names.timestamp === undefined ? undefined : headers[names.timestamp],
+            signature: headers[names.signature],
+          },
+          rawBody: body,
+          now,
+          toleranceSeconds: 300,
+        });
+      };
 
-    expect(verifyWith(oldSecret, secrets)).toMatchObject({ ok: true, secretId: 'old' });
-    expect(verifyWith(newSecret, secrets)).toMatchObject({ ok: true, secretId: 'new' });
-    expect(verifyWith(oldSecret, [secrets[1]!])).toMatchObject({ ok: false, reason: 'no_matching_signature' });
-  });
+      expect(verifyWith(oldSecret, secrets)).toMatchObject({ ok: true, secretId: 'old' });
+      expect(verifyWith(newSecret, secrets)).toMatchObject({ ok: true, secretId: 'new' });
+      expect(verifyWith(oldSecret, [secrets[1]!])).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    },
+  );
 
   it('reports the secret that matched when the sender signs with both', () => {
     const a = signWebhook({ scheme: 'hmac-sha256', secret: 'a', id: 'e', body, timestamp: now });

@@ -24,11 +24,7 @@ export interface VerifySignatureInput {
 }
 
 export type SignatureFailureReason =
-  | 'missing_header'
-  | 'malformed_timestamp'
-  | 'timestamp_out_of_window'
-  | 'malformed_signature'
-  | 'no_matching_signature';
+  'missing_header' | 'malformed_timestamp' | 'timestamp_out_of_window' | 'malformed_signature' | 'no_matching_signature';
 
 /**
  * `timestamp` and `clockSkewSeconds` are set once the timestamp has been read, and only for a

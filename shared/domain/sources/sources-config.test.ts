@@ -19,7 +19,11 @@ function problems(fn: () => unknown): string[] {
 
 describe('webhook sources configuration', () => {
   it('loads the committed dev configuration with the dev env values', () => {
-    const sources = loadSources('infra/dev-sources.json', { DEMO_SECRET: hmacSecret, DEMO_STD_SECRET: stdSecret, DEMO_BODY_SECRET: hmacSecret });
+    const sources = loadSources('infra/dev-sources.json', {
+      DEMO_SECRET: hmacSecret,
+      DEMO_STD_SECRET: stdSecret,
+      DEMO_BODY_SECRET: hmacSecret,
+    });
     expect(sources.map((s) => [s.id, s.scheme, s.tenants])).toEqual([
       ['demo', 'hmac-sha256', ['tenant_acme']],
       ['demo-std', 'standard-webhooks', ['tenant_acme']],
@@ -40,7 +44,14 @@ describe('webhook sources configuration', () => {
   it('reports every missing secret at once: no secret defaults, no start without them', () => {
     const file = parseSourcesFile({
       sources: [
-        { id: 'a', secrets: [{ id: 'k1', env: 'A_SECRET' }, { id: 'k2', env: 'A_NEXT' }], tenants: ['t'] },
+        {
+          id: 'a',
+          secrets: [
+            { id: 'k1', env: 'A_SECRET' },
+            { id: 'k2', env: 'A_NEXT' },
+          ],
+          tenants: ['t'],
+        },
         { id: 'b', scheme: 'standard-webhooks', secrets: [{ id: 'k', env: 'B_SECRET' }], tenants: ['t'] },
       ],
     });
@@ -54,20 +65,37 @@ describe('webhook sources configuration', () => {
   it('reads secret files relative to the sources file, without the trailing newline', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'sources-'));
     writeFileSync(path.join(dir, 'demo.secret'), `${hmacSecret}\n`);
-    writeFileSync(path.join(dir, 'sources.json'), JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'demo.secret' }], tenants: ['t'] }] }));
+    writeFileSync(
+      path.join(dir, 'sources.json'),
+      JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'demo.secret' }], tenants: ['t'] }] }),
+    );
     expect(loadSources(path.join(dir, 'sources.json'), {})[0]!.secrets[0]!.value).toBe(hmacSecret);
-    writeFileSync(path.join(dir, 'missing.json'), JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'nope.secret' }], tenants: ['t'] }] }));
+    writeFileSync(
+      path.join(dir, 'missing.json'),
+      JSON.stringify({ sources: [{ id: 'd', secrets: [{ id: 'k', file: 'nope.secret' }], tenants: ['t'] }] }),
+    );
     expect(problems(() => loadSources(path.join(dir, 'missing.json'), {}))[0]).toMatch(/cannot read secret file .*nope\.secret \(ENOENT\)/);
   });
 
   it('refuses inline secret values, duplicates, unknown schemes and empty lists', () => {
-    expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', secrets: [{ id: 'k', value: 'inline' }], tenants: ['t'] }] })).length).toBeGreaterThan(0);
-    const duplicated = { id: 'a', secrets: [{ id: 'k', env: 'X' }, { id: 'k', env: 'Y' }], tenants: ['t'] };
+    expect(
+      problems(() => parseSourcesFile({ sources: [{ id: 'a', secrets: [{ id: 'k', value: 'inline' }], tenants: ['t'] }] })).length,
+    ).toBeGreaterThan(0);
+    const duplicated = {
+      id: 'a',
+      secrets: [
+        { id: 'k', env: 'X' },
+        { id: 'k', env: 'Y' },
+      ],
+      tenants: ['t'],
+    };
     expect(problems(() => parseSourcesFile({ sources: [duplicated, { ...duplicated, secrets: [{ id: 'k', env: 'X' }] }] }))).toEqual([
       'sources.0.secrets.1.id: duplicate secret id "k"',
       'sources.1.id: duplicate source id "a"',
     ]);
-    expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', scheme: 'md5', secrets: [{ id: 'k', env: 'X' }], tenants: ['t'] }] })).length).toBe(1);
+    expect(
+      problems(() => parseSourcesFile({ sources: [{ id: 'a', scheme: 'md5', secrets: [{ id: 'k', env: 'X' }], tenants: ['t'] }] })).length,
+    ).toBe(1);
     expect(problems(() => parseSourcesFile({ sources: [{ id: 'a', secrets: [], tenants: [] }] }))).toHaveLength(2);
   });
 
@@ -75,7 +103,15 @@ describe('webhook sources configuration', () => {
     const file = parseSourcesFile({
       sources: [
         { id: 'a', secrets: [{ id: 'short', env: 'SHORT' }], tenants: ['t'] },
-        { id: 'b', scheme: 'standard-webhooks', secrets: [{ id: 'bad', env: 'BAD' }, { id: 'tiny', env: 'TINY' }], tenants: ['t'] },
+        {
+          id: 'b',
+          scheme: 'standard-webhooks',
+          secrets: [
+            { id: 'bad', env: 'BAD' },
+            { id: 'tiny', env: 'TINY' },
+          ],
+          tenants: ['t'],
+        },
       ],
     });
     expect(problems(() => resolveSources(file, { env: { SHORT: 'short', BAD: 'whsec_not base64!', TINY: 'whsec_AAAA' } }))).toEqual([

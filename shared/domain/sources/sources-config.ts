@@ -35,32 +35,35 @@ export const sourceConfigSchema = z.strictObject({
   strictSchemas: z.record(z.string(), z.string().min(1)).default({}),
 });
 
-export const sourcesFileSchema = z
-  .strictObject({ sources: z.array(sourceConfigSchema).min(1) })
-  .superRefine((file, ctx) => {
-    const seen = new Set<string>();
-    file.sources.forEach((source, i) => {
-      if (seen.has(source.id)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'id'], message: `duplicate source id "${source.id}"` });
-      seen.add(source.id);
-      const types = new Set<string>();
-      source.resourceTypes.forEach((type, j) => {
-        if (types.has(type)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'resourceTypes', j], message: `duplicate resource type "${type}"` });
-        types.add(type);
-      });
-      for (const type of Object.keys(source.strictSchemas)) {
-        if (!types.has(type)) {
-          ctx.addIssue({ code: 'custom', path: ['sources', i, 'strictSchemas', type], message: `"${type}" is not one of the source's resourceTypes` });
-        }
+export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigSchema).min(1) }).superRefine((file, ctx) => {
+  const seen = new Set<string>();
+  file.sources.forEach((source, i) => {
+    if (seen.has(source.id)) ctx.addIssue({ code: 'custom', path: ['sources', i, 'id'], message: `duplicate source id "${source.id}"` });
+    seen.add(source.id);
+    const types = new Set<string>();
+    source.resourceTypes.forEach((type, j) => {
+      if (types.has(type))
+        ctx.addIssue({ code: 'custom', path: ['sources', i, 'resourceTypes', j], message: `duplicate resource type "${type}"` });
+      types.add(type);
+    });
+    for (const type of Object.keys(source.strictSchemas)) {
+      if (!types.has(type)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sources', i, 'strictSchemas', type],
+          message: `"${type}" is not one of the source's resourceTypes`,
+        });
       }
-      const secretIds = new Set<string>();
-      source.secrets.forEach((secret, j) => {
-        if (secretIds.has(secret.id)) {
-          ctx.addIssue({ code: 'custom', path: ['sources', i, 'secrets', j, 'id'], message: `duplicate secret id "${secret.id}"` });
-        }
-        secretIds.add(secret.id);
-      });
+    }
+    const secretIds = new Set<string>();
+    source.secrets.forEach((secret, j) => {
+      if (secretIds.has(secret.id)) {
+        ctx.addIssue({ code: 'custom', path: ['sources', i, 'secrets', j, 'id'], message: `duplicate secret id "${secret.id}"` });
+      }
+      secretIds.add(secret.id);
     });
   });
+});
 
 export type SourceConfig = z.infer<typeof sourceConfigSchema>;
 export type SourcesFile = z.infer<typeof sourcesFileSchema>;

@@ -21,9 +21,12 @@ import type { Queryable } from './session.ts';
  * them costs more than the probes (and steals the cores the worker and the broker need). */
 export const BEGIN_APPLY_TRANSACTION = 'BEGIN; SET LOCAL max_parallel_workers_per_gather = 0';
 
-const RESOURCE_KEYS = statement({ k: unnestOf(columns({ k: text }), 'k') }, ({ k }) => `
+const RESOURCE_KEYS = statement(
+  { k: unnestOf(columns({ k: text }), 'k') },
+  ({ k }) => `
   SELECT pg_advisory_xact_lock(h)
-  FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM ${k.from} ORDER BY h) AS keys`);
+  FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM ${k.from} ORDER BY h) AS keys`,
+);
 
 /** Serialises every applier (main consumer, retry consumers, CLI reprocess) per resource key.
  * Locks are taken in hash order so two chunks sharing keys can never deadlock. */
@@ -264,4 +267,3 @@ export async function writeChunkEffects(client: Queryable, effects: ChunkEffects
   const { rows } = await client.query<ChunkWritten>({ text: WRITE_CHUNK_EFFECTS.text, values: WRITE_CHUNK_EFFECTS.values(effects) });
   return rows[0]!;
 }
-

@@ -71,7 +71,10 @@ describe('unnestOf', () => {
   });
 
   it('encodes typed rows into one parameter per column, three per packed column, in placeholder order', () => {
-    const values = unnestOf(SPEC, 'r')(1).encode([
+    const values = unnestOf(
+      SPEC,
+      'r',
+    )(1).encode([
       { id: 'a', n: 1, body: 'xy', at: '2024-01-01T00:00:00.000Z', data: null, ok: true, small: null },
       { id: null, n: '2', body: Buffer.from('é'), at: null, data: '{}', ok: false, small: 7 },
     ]);
@@ -146,7 +149,13 @@ describe('the store statements built from column specs', () => {
   const client: Queryable = {
     query: async (config) => {
       captured.push(config);
-      return { rows: [{ inbox_rows: 0, state_rows: 0, outbox_rows: 0, anomaly_rows: 0 }], rowCount: 0, command: '', oid: 0, fields: [] } as never;
+      return {
+        rows: [{ inbox_rows: 0, state_rows: 0, outbox_rows: 0, anomaly_rows: 0 }],
+        rowCount: 0,
+        command: '',
+        oid: 0,
+        fields: [],
+      } as never;
     },
   };
   const placeholders = (t: string) => [...new Set([...t.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])))].sort((a, b) => a - b);
@@ -162,9 +171,24 @@ describe('the store statements built from column specs', () => {
     await writeChunkEffects(client, {
       inbox: [
         {
-          event_id: 'e', idempotency_key: undefined, duplicate_of: undefined, tenant_id: 't', resource_type: 'theme', resource_id: 'r',
-          resource_version: 1, event_type: 'theme.updated', status: 'applied', reason: undefined, body_sha256: 'h', source_topic: 'in',
-          source_partition: 0, source_offset: '5', occurred_at: '2024-01-01T00:00:00Z', received_at: null, delivery_attempt: undefined, payload: Buffer.from('{}'),
+          event_id: 'e',
+          idempotency_key: undefined,
+          duplicate_of: undefined,
+          tenant_id: 't',
+          resource_type: 'theme',
+          resource_id: 'r',
+          resource_version: 1,
+          event_type: 'theme.updated',
+          status: 'applied',
+          reason: undefined,
+          body_sha256: 'h',
+          source_topic: 'in',
+          source_partition: 0,
+          source_offset: '5',
+          occurred_at: '2024-01-01T00:00:00Z',
+          received_at: null,
+          delivery_attempt: undefined,
+          payload: Buffer.from('{}'),
         },
       ],
       state: [{ tenant_id: 't', resource_type: 'theme', resource_id: 'r', version: 1, deleted: false, last_event_id: 'e', data: '{}' }],
@@ -172,9 +196,25 @@ describe('the store statements built from column specs', () => {
       anomalies: [],
     });
     await insertFailedEvent(client, {
-      event_id: 'e', idempotency_key: null, tenant_id: 't', resource_type: 'theme', resource_id: 'r', resource_version: 1, event_type: 'x',
-      status: 'retrying', reason: 'r', attempts: 1, last_error: 'boom', body_sha256: 'h', payload: '{}', source_topic: 'in',
-      source_partition: 0, source_offset: '5', occurred_at: '2024-01-01T00:00:00Z', received_at: null, delivery_attempt: null,
+      event_id: 'e',
+      idempotency_key: null,
+      tenant_id: 't',
+      resource_type: 'theme',
+      resource_id: 'r',
+      resource_version: 1,
+      event_type: 'x',
+      status: 'retrying',
+      reason: 'r',
+      attempts: 1,
+      last_error: 'boom',
+      body_sha256: 'h',
+      payload: '{}',
+      source_topic: 'in',
+      source_partition: 0,
+      source_offset: '5',
+      occurred_at: '2024-01-01T00:00:00Z',
+      received_at: null,
+      delivery_attempt: null,
     });
     await selectInboxStatuses(client, [{ tenant_id: 't', event_id: 'e' }]);
     await pruneInboxBodies(client, [{ tenant_id: 't', event_id: 'e', fingerprint: null }]);

@@ -47,10 +47,13 @@ export type FailedEventRow = RowOf<typeof FAILED_EVENT>;
 
 // A row with this tenant's event_id already there means the apply path will decide this event
 // (a duplicate, or an anomaly); nothing to record here.
-const INSERT_FAILED_EVENT = statement({ row: valuesOf(FAILED_EVENT) }, ({ row }) => `
+const INSERT_FAILED_EVENT = statement(
+  { row: valuesOf(FAILED_EVENT) },
+  ({ row }) => `
   INSERT INTO inbox_events (${row.names})
   VALUES (${row.placeholders})
-  ON CONFLICT (tenant_id, event_id) DO NOTHING`);
+  ON CONFLICT (tenant_id, event_id) DO NOTHING`,
+);
 
 /** A failed event never written before (the failure path's first attempt), with its body. */
 export async function insertFailedEvent(client: Queryable, row: FailedEventRow): Promise<void> {
@@ -70,10 +73,13 @@ export interface InboxStatusRow {
   updated_at: Date;
 }
 
-const SELECT_STATUSES = statement({ k: unnestOf(EVENT_KEYS, 'k') }, ({ k }) => `
+const SELECT_STATUSES = statement(
+  { k: unnestOf(EVENT_KEYS, 'k') },
+  ({ k }) => `
   SELECT i.tenant_id, i.event_id, i.status, i.reason, i.attempts, i.body_sha256, i.updated_at
   FROM ${k.from}
-  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`);
+  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`,
+);
 
 /** The inbox rows of some events (those without a row are left out). */
 export async function selectInboxStatuses(client: Queryable, keys: readonly EventKey[]): Promise<InboxStatusRow[]> {
@@ -89,10 +95,13 @@ export interface InboxPayloadRow {
   fingerprint: string | null;
 }
 
-const SELECT_PAYLOADS = statement({ k: unnestOf(EVENT_KEYS, 'k') }, ({ k }) => `
+const SELECT_PAYLOADS = statement(
+  { k: unnestOf(EVENT_KEYS, 'k') },
+  ({ k }) => `
   SELECT i.tenant_id, i.event_id, i.payload, i.fingerprint
   FROM ${k.from}
-  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`);
+  JOIN inbox_events AS i ON i.tenant_id = k.tenant_id AND i.event_id = k.event_id`,
+);
 
 /** The stored bodies of some inbox rows (or, once retention pruned a body, its fingerprint). */
 export async function selectInboxPayloads(client: Queryable, keys: readonly EventKey[]): Promise<InboxPayloadRow[]> {

@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 const root = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
 const EXEMPT = [/\.test\.ts$/, /^shared\/domain\/store\//, /^shared\/plumbing\/db\/transaction\.ts$/];
 
-const SQL = /\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|LOCK TABLE|TRUNCATE|CREATE (?:TABLE|INDEX|DATABASE)|ALTER TABLE|DROP (?:TABLE|INDEX)|SET (?:LOCAL )?[a-z_]+ (?:=|TO)|BEGIN|COMMIT|ROLLBACK)\b|pg_advisory|pg_try_advisory/;
+const SQL =
+  /\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|LOCK TABLE|TRUNCATE|CREATE (?:TABLE|INDEX|DATABASE)|ALTER TABLE|DROP (?:TABLE|INDEX)|SET (?:LOCAL )?[a-z_]+ (?:=|TO)|BEGIN|COMMIT|ROLLBACK)\b|pg_advisory|pg_try_advisory/;
 
 /** The string and template literals of a TypeScript file (comments skipped; a template's ${...} parts stay in). */
 function stringLiterals(source: string): string[] {

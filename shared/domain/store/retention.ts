@@ -75,10 +75,13 @@ export async function selectInboxBodies(
 const PRUNED_BODIES = columns({ tenant_id: text, event_id: text, fingerprint: text });
 export type PrunedBody = RowOf<typeof PRUNED_BODIES>;
 
-const PRUNE_INBOX_BODIES_STATEMENT = statement({ u: unnestOf(PRUNED_BODIES, 'u') }, ({ u }) => `
+const PRUNE_INBOX_BODIES_STATEMENT = statement(
+  { u: unnestOf(PRUNED_BODIES, 'u') },
+  ({ u }) => `
   UPDATE inbox_events AS i SET payload = NULL, fingerprint = u.fingerprint
   FROM ${u.from}
-  WHERE i.tenant_id = u.tenant_id AND i.event_id = u.event_id AND i.payload IS NOT NULL`);
+  WHERE i.tenant_id = u.tenant_id AND i.event_id = u.event_id AND i.payload IS NOT NULL`,
+);
 export const PRUNE_INBOX_BODIES = PRUNE_INBOX_BODIES_STATEMENT.text;
 
 /** The body goes, its envelope fingerprint (computed from it, or NULL) stays, in one statement. */
@@ -219,11 +222,9 @@ async function count(client: Queryable, text: string, values: unknown[]): Promis
 }
 
 export function countInboxBodies(client: Queryable, olderThan: Date): Promise<number> {
-  return count(
-    client,
-    `SELECT count(*)::bigint AS n FROM inbox_events WHERE payload IS NOT NULL AND ${settledInbox} AND updated_at < $1`,
-    [olderThan],
-  );
+  return count(client, `SELECT count(*)::bigint AS n FROM inbox_events WHERE payload IS NOT NULL AND ${settledInbox} AND updated_at < $1`, [
+    olderThan,
+  ]);
 }
 
 /** Rows a run deletes: those already without a body, and those whose body it prunes first. */

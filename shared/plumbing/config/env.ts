@@ -36,10 +36,7 @@ const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 
 export const kafkaEnv = z.object({
-  KAFKA_BROKERS: z
-    .string({ error: 'KAFKA_BROKERS is required (comma-separated host:port list)' })
-    .min(1)
-    .transform(parseBrokers),
+  KAFKA_BROKERS: z.string({ error: 'KAFKA_BROKERS is required (comma-separated host:port list)' }).min(1).transform(parseBrokers),
   KAFKA_CLIENT_ID: z.string().min(1).optional(),
 });
 

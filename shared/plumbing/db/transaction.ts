@@ -4,11 +4,7 @@ import type { Pool, PoolClient } from 'pg';
  * Runs fn inside one transaction on a pooled connection: COMMIT when it returns, ROLLBACK when it
  * throws. A connection that saw an error is discarded rather than reused in an unknown state.
  */
-export async function withTransaction<T>(
-  pool: Pool,
-  fn: (client: PoolClient) => Promise<T>,
-  begin = 'BEGIN',
-): Promise<T> {
+export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect();
   let failed: unknown;
   try {

@@ -21,11 +21,12 @@ const levelNames: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
 
 // kafkajs logs go through pino so one log pipeline explains an incident.
 function pinoLogCreator(logger: Logger): logCreator {
-  return () => ({ namespace, level, log }) => {
-    const { message, ...extra } = log;
-    const method = levelNames[level] ?? 'info';
-    logger[method]({ kafkajs: namespace, ...extra }, message);
-  };
+  return () =>
+    ({ namespace, level, log }) => {
+      const { message, ...extra } = log;
+      const method = levelNames[level] ?? 'info';
+      logger[method]({ kafkajs: namespace, ...extra }, message);
+    };
 }
 
 export function parseBrokers(value: string): string[] {

@@ -16,16 +16,26 @@ describe('PartitionedSender', () => {
     const results = await sender.send({ topic: 't', acks: -1, messages });
 
     const reference = Partitioners.DefaultPartitioner();
-    const metadata = Array.from({ length: 6 }, (_, partitionId) => ({ partitionId, leader: 0, partitionErrorCode: 0, replicas: [], isr: [] }));
+    const metadata = Array.from({ length: 6 }, (_, partitionId) => ({
+      partitionId,
+      leader: 0,
+      partitionErrorCode: 0,
+      replicas: [],
+      isr: [],
+    }));
     for (const call of calls) {
       const partitions = new Set(call.messages.map((m) => m.partition));
       expect(partitions.size).toBe(1);
-      for (const m of call.messages) expect(m.partition).toBe(reference({ topic: 't', partitionMetadata: metadata, message: { key: m.key, value: m.value } }));
+      for (const m of call.messages)
+        expect(m.partition).toBe(reference({ topic: 't', partitionMetadata: metadata, message: { key: m.key, value: m.value } }));
     }
     expect(calls.flatMap((c) => c.messages)).toHaveLength(60);
     expect(results).toHaveLength(calls.length);
     for (let r = 0; r < 9; r += 1) {
-      const values = calls.flatMap((c) => c.messages).filter((m) => m.key === `tenant/theme/r${r}`).map((m) => Number(String(m.value).slice(1)));
+      const values = calls
+        .flatMap((c) => c.messages)
+        .filter((m) => m.key === `tenant/theme/r${r}`)
+        .map((m) => Number(String(m.value).slice(1)));
       expect(values).toEqual([...values].sort((a, b) => a - b));
     }
   });
@@ -38,7 +48,14 @@ describe('PartitionedSender', () => {
         return record.messages.map((m) => ({ topicName: record.topic, partition: m.partition!, errorCode: 0 }));
       },
     } as unknown as Producer;
-    const leaders = new Map([[0, 1], [1, 2], [2, 3], [3, 1], [4, 2], [5, 3]]);
+    const leaders = new Map([
+      [0, 1],
+      [1, 2],
+      [2, 3],
+      [3, 1],
+      [4, 2],
+      [5, 3],
+    ]);
     const sender = new PartitionedSender(producer, async () => ({ partitionCount: 6, leaders }));
     const messages: Message[] = Array.from({ length: 90 }, (_, i) => ({ key: `tenant/theme/r${i}`, value: `v${i}` }));
     await sender.send({ topic: 't', acks: -1, messages });
@@ -47,7 +64,10 @@ describe('PartitionedSender', () => {
     expect(calls.flatMap((c) => c.messages)).toHaveLength(90);
 
     calls.length = 0;
-    const single = new PartitionedSender(producer, async () => ({ partitionCount: 6, leaders: new Map([0, 1, 2, 3, 4, 5].map((p) => [p, 1])) }));
+    const single = new PartitionedSender(producer, async () => ({
+      partitionCount: 6,
+      leaders: new Map([0, 1, 2, 3, 4, 5].map((p) => [p, 1])),
+    }));
     await single.send({ topic: 't', acks: -1, messages });
     expect(calls).toHaveLength(1);
   });

@@ -29,7 +29,10 @@ export class PartitionedSender {
   }
 
   /** Sends through the producer, or through `via` (a transaction of it) when given. */
-  async send(request: { topic: string; acks: -1 | 1; messages: Message[] }, via: Pick<Producer, 'send'> = this.#producer): Promise<RecordMetadata[]> {
+  async send(
+    request: { topic: string; acks: -1 | 1; messages: Message[] },
+    via: Pick<Producer, 'send'> = this.#producer,
+  ): Promise<RecordMetadata[]> {
     const { topic, acks, messages } = request;
     const { partitionCount, leaders } = await this.#layout(topic);
     let partitionMetadata: PartitionerArgs['partitionMetadata'] | undefined;
@@ -41,7 +44,10 @@ export class PartitionedSender {
       if (partition === undefined || partition === null) {
         if (message.key !== undefined && message.key !== null) partition = partitionForKey(message.key, partitionCount);
         else {
-          partitionMetadata ??= Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, leader: 0 })) as PartitionerArgs['partitionMetadata'];
+          partitionMetadata ??= Array.from({ length: partitionCount }, (_, partitionId) => ({
+            partitionId,
+            leader: 0,
+          })) as PartitionerArgs['partitionMetadata'];
           partition = this.#partitioner({ topic, partitionMetadata, message });
         }
         message.partition = partition;

@@ -78,7 +78,12 @@ export class RecoveringProducer {
     if (this.#current === undefined) {
       const producer = this.#o.create();
       this.#generation += 1;
-      const connecting = withTimeout(producer.connect(), this.#o.connectTimeoutMs, 'producer_connect_timeout', `${this.#o.name} producer connect`).then(
+      const connecting = withTimeout(
+        producer.connect(),
+        this.#o.connectTimeoutMs,
+        'producer_connect_timeout',
+        `${this.#o.name} producer connect`,
+      ).then(
         () => producer,
         (error: unknown) => {
           void producer.disconnect().catch(() => {});
@@ -95,7 +100,10 @@ export class RecoveringProducer {
   #discard(which: Promise<Producer>, error: unknown, what: string): void {
     if (this.#current !== which) return;
     this.#current = undefined;
-    this.#o.logger.warn({ err: error, producer: this.#o.name, generation: this.#generation }, `${what} failed; the producer is replaced before the next send`);
+    this.#o.logger.warn(
+      { err: error, producer: this.#o.name, generation: this.#generation },
+      `${what} failed; the producer is replaced before the next send`,
+    );
     void which.then((p) => p.disconnect()).catch(() => {});
   }
 }

@@ -57,7 +57,12 @@ describe('startAdminServer', () => {
   it('listens where ADMIN_HOST says (a container sets 0.0.0.0 so the orchestrator probes reach it)', async () => {
     expect(adminHostEnv.parse({})).toEqual({ ADMIN_HOST: '127.0.0.1' });
     const { ADMIN_HOST } = adminHostEnv.parse({ ADMIN_HOST: '0.0.0.0' });
-    server = await startAdminServer({ port: 0, host: ADMIN_HOST, registry: new Registry(), ready: async () => ({ ready: true, checks: {} }) });
+    server = await startAdminServer({
+      port: 0,
+      host: ADMIN_HOST,
+      registry: new Registry(),
+      ready: async () => ({ ready: true, checks: {} }),
+    });
     expect(await reachable(externalAddress(), server.port)).toBe(true);
   });
 
