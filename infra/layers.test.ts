@@ -19,6 +19,8 @@ describe('layer rules', () => {
     ['services/cli/commands/dlq.ts', '#services/worker/worker.ts'],
     ['services/cli/commands/dlq.ts', '../../worker/worker.ts'],
     ['services/ingress/ingress.ts', '../worker/worker.ts'],
+    ['services/console/console.ts', '#services/cli/commands/dlq.ts'],
+    ['services/console/pages/dlq.ts', '../../cli/output.ts'],
     ['services/worker/failures/retry-router.ts', '../../../shared/domain/failures/index.ts'],
   ])('%s may not import %s', async (file, specifier) => {
     expect(await restricted(file, specifier)).toBe(true);
@@ -29,6 +31,7 @@ describe('layer rules', () => {
     ['shared/domain/apply/decide.ts', '#domain/contract/index.ts'],
     ['shared/domain/apply/decide.ts', './types.ts'],
     ['services/cli/commands/dlq.ts', '../output.ts'],
+    ['services/console/pages/dlq.ts', '#domain/operations/dlq-records.ts'],
     ['services/worker/failures/retry-router.ts', '#domain/failures/index.ts'],
     ['services/worker/worker.ts', '#plumbing/kafka/client.ts'],
   ])('%s may import %s', async (file, specifier) => {

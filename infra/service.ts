@@ -1,4 +1,4 @@
-// `npm run ingress` / `npm run worker`: one service on its own, so a deployment can scale them
+// `npm run ingress` / `npm run worker` / `npm run console`: one service on its own, so a deployment can scale them
 // apart (any number of workers in one consumer group). Finds the broker and Postgres the way
 // `npm start` does (infra/bootstrap.ts: KAFKA_BROKERS / DATABASE_URL when set, else Docker, else
 // the local broker and database), creates missing topics, applies migrations (worker), then runs
@@ -13,8 +13,8 @@ import { claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind 
 import { createLogger } from '#plumbing/logging/logger.ts';
 
 const kind = process.argv[2];
-if (kind !== 'ingress' && kind !== 'worker') {
-  console.error('usage: tsx infra/service.ts ingress|worker');
+if (kind !== 'ingress' && kind !== 'worker' && kind !== 'console') {
+  console.error('usage: tsx infra/service.ts ingress|worker|console');
   process.exit(2);
 }
 const spec = serviceSpecs[kind as ServiceKind];
@@ -23,28 +23,31 @@ loadDevEnv();
 const logger = createLogger({ name: `run-${spec.kind}`, level: process.env.UP_LOG_LEVEL ?? 'info' });
 const log = (msg: string) => logger.info(msg);
 
-let env: NodeJS.ProcessEnv;
+let env: NodeJS.ProcessEnv = process.env;
 let leftRunning: string[] = [];
-try {
-  const kafka = await provideKafka(log);
-  env = { ...process.env, KAFKA_BROKERS: kafka.value };
-  leftRunning = kafka.leftRunning ? [kafka.leftRunning] : [];
-  if (spec.kind === 'worker') {
-    const database = await provideDatabase(log);
-    if (database.leftRunning) leftRunning.push(database.leftRunning);
-    env.DATABASE_URL = database.value;
-    await prepareTopics(kafka.value, logger);
-    await prepareDatabase(database.value, logger);
-    // Workers side by side on one machine each need an admin port: the first free one from 9465 up.
-    env.ADMIN_PORT = process.env.ADMIN_PORT || String((await claimPort(spec.defaultAdminPort, path.join(cacheDir, 'admin-ports'))).port);
-  } else {
-    await prepareTopics(kafka.value, logger);
-    env.ADMIN_PORT = process.env.ADMIN_PORT || String(spec.defaultAdminPort);
+// The console starts nothing: it reads the broker and database `npm start` recorded
+// (services/console/dev-defaults.ts) and says on its pages when one is unreachable.
+if (spec.kind !== 'console')
+  try {
+    const kafka = await provideKafka(log);
+    env = { ...process.env, KAFKA_BROKERS: kafka.value };
+    leftRunning = kafka.leftRunning ? [kafka.leftRunning] : [];
+    if (spec.kind === 'worker') {
+      const database = await provideDatabase(log);
+      if (database.leftRunning) leftRunning.push(database.leftRunning);
+      env.DATABASE_URL = database.value;
+      await prepareTopics(kafka.value, logger);
+      await prepareDatabase(database.value, logger);
+      // Workers side by side on one machine each need an admin port: the first free one from 9465 up.
+      env.ADMIN_PORT = process.env.ADMIN_PORT || String((await claimPort(spec.defaultAdminPort, path.join(cacheDir, 'admin-ports'))).port);
+    } else {
+      await prepareTopics(kafka.value, logger);
+      env.ADMIN_PORT = process.env.ADMIN_PORT || String(spec.defaultAdminPort);
+    }
+  } catch (error) {
+    logger.fatal({ err: error }, 'start-up failed');
+    process.exit(1);
   }
-} catch (error) {
-  logger.fatal({ err: error }, 'start-up failed');
-  process.exit(1);
-}
 
 const child = spawnService(spec, env);
 logger.info(

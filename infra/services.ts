@@ -1,4 +1,4 @@
-// The bridge's two services as processes: how each is started (entry point, Node flags) and its
+// The bridge's services as processes: how each is started (entry point, Node flags) and its
 // admin port scheme. Used by `npm start` (infra/up.ts, supervised) and by `npm run ingress` /
 // `npm run worker` (infra/service.ts, one process each).
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
@@ -9,7 +9,7 @@ import path from 'node:path';
 import { repoRoot } from './paths.ts';
 import type { SupervisedProcess } from './supervisor.ts';
 
-export type ServiceKind = 'ingress' | 'worker';
+export type ServiceKind = 'ingress' | 'worker' | 'console';
 
 export interface ServiceSpec {
   kind: ServiceKind;
@@ -35,6 +35,13 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     main: 'services/worker/main.ts',
     nodeArgs: ['--max-semi-space-size=64'],
     defaultAdminPort: DEFAULTS.adminPort.worker,
+  },
+  // The console has no admin port of its own: this is its web port (CONSOLE_PORT).
+  console: {
+    kind: 'console',
+    main: 'services/console/main.ts',
+    nodeArgs: [],
+    defaultAdminPort: DEFAULTS.consolePort,
   },
 };
 

@@ -1,13 +1,15 @@
 // `npm start`: brings the whole bridge up on this machine and keeps it in the foreground.
 // Broker (KAFKA_BROKERS, else Docker, else a local KRaft node from the Maven jars), Postgres
 // (DATABASE_URL, else the local server, else Docker, else embedded), topics, migrations, then the
-// services, each under a supervisor: a service that dies is restarted with backoff
+// services (ingress, worker(s), console), each under a supervisor: a service that dies is restarted with backoff
 // (infra/supervisor.ts). WORKERS=N runs N workers in the consumer group. Ctrl-C (SIGINT) or
 // SIGTERM stops the services, restarts nothing, and stops what this process started and nothing else.
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
 import { parseWorkerCount, serviceSpecs, spawnService, stopSignalFor, supervised, upAdminPorts, type ServiceSpec } from './services.ts';
 import { Supervisor } from './supervisor.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
+import { devEndpointsPath, writeDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
+import { repoRoot } from './paths.ts';
 
 loadDevEnv();
 // LOG_LEVEL is the services' (one line per request or event); the supervisor's few lines about
@@ -58,6 +60,14 @@ try {
     const env = { ...process.env, KAFKA_BROKERS: kafka.value, DATABASE_URL: database.value };
     // Each service reads ADMIN_PORT; running side by side, each gets its own.
     const ports = upAdminPorts(process.env, workers);
+    // For `npm run bridge` and `npm run console` started later, elsewhere: the same broker and database.
+    writeDevEndpoints(devEndpointsPath(repoRoot), {
+      KAFKA_BROKERS: kafka.value,
+      DATABASE_URL: database.value,
+      INGRESS_ADMIN_PORT: String(ports.ingress),
+      recorded_at: new Date().toISOString(),
+      pid: process.pid,
+    });
     const ingress = supervise('ingress', serviceSpecs.ingress, { ...env, ADMIN_PORT: String(ports.ingress) });
     const started = [{ name: 'ingress', pid: ingress.pid, admin_port: ports.ingress }];
     ports.workers.forEach((port, i) => {
@@ -65,7 +75,16 @@ try {
       const worker = supervise(name, serviceSpecs.worker, { ...env, ADMIN_PORT: String(port) });
       started.push({ name, pid: worker.pid, admin_port: port });
     });
-    logger.info({ started }, 'bridge is up; Ctrl-C stops it');
+    const consolePort = Number(process.env.CONSOLE_PORT ?? serviceSpecs.console.defaultAdminPort);
+    const consoleService = supervise('console', serviceSpecs.console, {
+      ...env,
+      CONSOLE_PORT: String(consolePort),
+      INGRESS_ADMIN_PORT: String(ports.ingress),
+      // Where the worker(s) publish their metrics, for the console's overview.
+      WORKER_ADMIN_PORTS: ports.workers.join(','),
+    });
+    started.push({ name: 'console', pid: consoleService.pid, admin_port: consolePort });
+    logger.info({ started, console: `http://${process.env.CONSOLE_HOST ?? '127.0.0.1'}:${consolePort}/` }, 'bridge is up; Ctrl-C stops it');
   }
 } catch (error) {
   logger.fatal({ err: error }, 'start-up failed');

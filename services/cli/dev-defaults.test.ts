@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { writeDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
 import { applyDevDefaults, runViaNpmScript } from './dev-defaults.ts';
 
 describe('dev defaults (npm run bridge only)', () => {
@@ -11,11 +14,35 @@ describe('dev defaults (npm run bridge only)', () => {
 
   it('fills unset variables from infra/dev.env and the local defaults; set ones win', () => {
     const env: Record<string, string | undefined> = { KAFKA_BROKERS: 'kafka-1:9092' };
-    applyDevDefaults(env);
+    applyDevDefaults(env, undefined, path.join(os.tmpdir(), 'no-such-dir', 'dev-endpoints.json'));
     expect(env.KAFKA_BROKERS).toBe('kafka-1:9092');
     expect(env.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/bridge');
     expect(env.DEMO_SECRET).toBeTruthy();
     expect(path.isAbsolute(env.WEBHOOK_SOURCES_FILE!)).toBe(true);
     expect(env.WEBHOOK_SOURCES_FILE!.endsWith(path.join('infra', 'dev-sources.json'))).toBe(true);
+  });
+
+  // Regression: `npm start` fell back to the embedded Postgres on 54329, and `npm run bridge -- trace`
+  // then failed with ECONNREFUSED 127.0.0.1:5432.
+  it('uses the broker and database npm start recorded; set variables still win', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dev-endpoints-'));
+    const file = path.join(dir, 'dev-endpoints.json');
+    writeDevEndpoints(file, { KAFKA_BROKERS: '127.0.0.1:19092', DATABASE_URL: 'postgres://postgres:pw@127.0.0.1:54329/bridge' });
+    const env: Record<string, string | undefined> = {};
+    applyDevDefaults(env, undefined, file);
+    expect(env.DATABASE_URL).toBe('postgres://postgres:pw@127.0.0.1:54329/bridge');
+    expect(env.KAFKA_BROKERS).toBe('127.0.0.1:19092');
+    const mine: Record<string, string | undefined> = { DATABASE_URL: 'postgres://me@db:5432/x' };
+    applyDevDefaults(mine, undefined, file);
+    expect(mine.DATABASE_URL).toBe('postgres://me@db:5432/x');
+  });
+
+  it('falls back to the local defaults when the state file is unreadable', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dev-endpoints-'));
+    const file = path.join(dir, 'dev-endpoints.json');
+    writeFileSync(file, '{not json');
+    const env: Record<string, string | undefined> = {};
+    applyDevDefaults(env, undefined, file);
+    expect(env.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/bridge');
   });
 });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
+import { devEndpointsPath, devEndpointVariables, readDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
 
 const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 export const devEnvFile = path.join(repoRoot, 'infra', 'dev.env');
@@ -18,14 +19,20 @@ export function runViaNpmScript(env: Record<string, string | undefined>): boolea
 }
 
 /**
- * Fills unset variables with what `npm start` uses (infra/dev.env, the local broker and database).
- * Only for `npm run bridge`: an installed `bridge` binary gets no defaults, so in production a
- * missing KAFKA_BROKERS is an error, never a silent connection to localhost.
+ * Fills unset variables with what `npm start` uses (infra/dev.env, and the broker and database it
+ * recorded in .cache/dev-endpoints.json, else the local defaults). Only for `npm run bridge`: an
+ * installed `bridge` binary gets no defaults, so in production a missing KAFKA_BROKERS is an
+ * error, never a silent connection to localhost.
  */
-export function applyDevDefaults(env: Record<string, string | undefined>, file = devEnvFile): void {
+export function applyDevDefaults(
+  env: Record<string, string | undefined>,
+  file = devEnvFile,
+  endpointsFile = devEndpointsPath(repoRoot, env),
+): void {
   const fromFile = existsSync(file) ? (parseEnv(readFileSync(file, 'utf8')) as Record<string, string>) : {};
-  // The caller's environment always wins over both sources of defaults.
-  for (const [name, value] of Object.entries({ ...fromFile, ...DEV_DEFAULTS })) {
+  const recorded = devEndpointVariables(readDevEndpoints(endpointsFile));
+  // The caller's environment always wins over every source of defaults.
+  for (const [name, value] of Object.entries({ ...fromFile, ...DEV_DEFAULTS, ...recorded })) {
     if (env[name] === undefined || env[name] === '') env[name] = value;
   }
   if (env.WEBHOOK_SOURCES_FILE && !path.isAbsolute(env.WEBHOOK_SOURCES_FILE)) {

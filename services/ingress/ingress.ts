@@ -82,6 +82,12 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId ?? 'ingress', logger });
   const sources = new SourceDirectory(config.sources);
+  for (const source of config.sources) {
+    for (const secret of source.secrets) {
+      if (secret.retireAfter)
+        metrics.secretRetireAfter.set({ source: source.id, secret_id: secret.id }, secret.retireAfter.getTime() / 1000);
+    }
+  }
 
   const publisher = new BatchingPublisher({
     kafka,

@@ -4,6 +4,7 @@ export interface IngressMetrics {
   requests: Counter<'source' | 'event_type' | 'status'>;
   signatureFailures: Counter<'source' | 'reason'>;
   signatureVerifications: Counter<'source' | 'secret_id'>;
+  secretRetireAfter: Gauge<'source' | 'secret_id'>;
   clockSkew: Histogram<'source'>;
   publishLatency: Histogram;
   publishBatchSize: Histogram;
@@ -37,6 +38,12 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
     signatureVerifications: new Counter({
       name: 'webhook_signature_verifications_total',
       help: 'Successful verifications by the secret that matched; retire a secret once its count stops growing',
+      labelNames: ['source', 'secret_id'],
+      registers,
+    }),
+    secretRetireAfter: new Gauge({
+      name: 'webhook_secret_retire_after_timestamp_seconds',
+      help: 'A secret being rotated out: when the provider should have stopped signing with it (retireAfter in the sources file)',
       labelNames: ['source', 'secret_id'],
       registers,
     }),

@@ -15,6 +15,8 @@ export interface BatchHandlerOptions {
   onQuarantined?: OnQuarantined;
   /** After each committed apply transaction (wakes the outbox relay). */
   afterCommit?: () => void;
+  /** The committed results, before their offsets are resolved (queues reconciliations; must not block). */
+  afterApply?: (results: readonly ApplyResult[]) => void;
 }
 
 /**
@@ -87,6 +89,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         options.afterCommit?.();
         const committedAt = Date.now();
         for (const result of results) observe(result, committedAt);
+        options.afterApply?.(results);
         for (const result of results) if (!(await settle(result))) return false;
         return true;
       }
@@ -103,6 +106,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         crashPoints.reach('after-commit-before-offset');
         options.afterCommit?.();
         observe(result, Date.now());
+        options.afterApply?.([result]);
         if (!(await settle(result))) return false;
         // One transaction per record can outlast the session timeout for a whole chunk: without a
         // heartbeat the member is evicted, its commit refused, and the chunk fetched again forever.

@@ -4,6 +4,7 @@ import { failureSettingsFrom, failuresEnv, type FailureSettings } from '#domain/
 import { retentionEnv, retentionSettingsFrom, type RetentionSettings } from '#domain/retention/index.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
+import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 
 export const workerEnvSchema = z.object({
@@ -34,6 +35,11 @@ export const workerEnvSchema = z.object({
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
   WORKER_CRASH_AFTER: positiveIntSchema.default(1),
+  // Optional for the worker: only the sources' `reconcile` blocks are read (and only their API
+  // credentials resolved), so the worker never needs a webhook signing secret.
+  WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
+  RECONCILE_CONCURRENCY: positiveIntSchema.default(2),
+  RECONCILE_QUEUE_LIMIT: positiveIntSchema.default(1000),
 });
 
 export type WorkerEnv = z.infer<typeof workerEnvSchema>;
@@ -72,9 +78,21 @@ export interface WorkerConfig {
   failures?: FailureSettings;
   /** Retention (shared/domain/retention); the loop runs only when set and enabled (workerConfigFromEnv: on by default). */
   retention?: RetentionSettings;
+  /** Pull snapshots from provider APIs (shared/domain/reconcile); off unless a source declares `reconcile`. */
+  reconcile?: WorkerReconcileConfig;
 }
 
-export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
+export interface WorkerReconcileConfig {
+  sources: ReconcileSource[];
+  /** Pulls running at once, across sources (each source has its own rate limit and breaker too). */
+  concurrency: number;
+  /** Triggers waiting at most; more are dropped (and counted). */
+  queueLimit: number;
+}
+
+/** Throws SourcesConfigError when the sources file is unreadable or a reconcile credential is missing. */
+export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, string | undefined> = process.env): WorkerConfig {
+  const reconcileSources = env.WEBHOOK_SOURCES_FILE === undefined ? [] : loadReconcileSources(env.WEBHOOK_SOURCES_FILE, rawEnv);
   return {
     brokers: env.KAFKA_BROKERS,
     clientId: env.KAFKA_CLIENT_ID ?? 'worker',
@@ -102,5 +120,8 @@ export function workerConfigFromEnv(env: WorkerEnv): WorkerConfig {
     retryLevels: env.TOPIC_RETRY_LEVELS,
     failures: failureSettingsFrom(env),
     retention: retentionSettingsFrom(env),
+    ...(reconcileSources.length === 0
+      ? {}
+      : { reconcile: { sources: reconcileSources, concurrency: env.RECONCILE_CONCURRENCY, queueLimit: env.RECONCILE_QUEUE_LIMIT } }),
   };
 }

@@ -1,10 +1,18 @@
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
+import { SourcesConfigError } from '#domain/sources/index.ts';
+import { workerConfigFromEnv, workerEnvSchema, type WorkerConfig } from './config.ts';
 import { startWorker, type WorkerHandle } from './worker.ts';
 
 const env = loadConfigOrExit(workerEnvSchema);
-const config = workerConfigFromEnv(env);
+let config: WorkerConfig;
+try {
+  config = workerConfigFromEnv(env);
+} catch (error) {
+  if (!(error instanceof SourcesConfigError)) throw error;
+  console.error(error.message);
+  process.exit(1);
+}
 const logger = createLogger({ name: 'worker', level: config.logLevel });
 
 let stopping = false;

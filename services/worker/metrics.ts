@@ -14,6 +14,7 @@ export interface WorkerMetrics {
   retentionRows: Counter<'table' | 'action'>;
   retentionRuns: Counter<'result'>;
   retentionLastSuccess: Gauge;
+  reconciliations: Counter<'trigger' | 'outcome'>;
 }
 
 /** Registers on the registry it is given (one per worker instance), never the global one. */
@@ -86,6 +87,12 @@ export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise
     retentionLastSuccess: new Gauge({
       name: 'webhook_retention_last_success_timestamp_seconds',
       help: 'When the last retention run of this process ended without error (complete or time_limit); 0 before the first',
+      registers,
+    }),
+    reconciliations: new Counter({
+      name: 'reconciliations_total',
+      help: 'Snapshots pulled from a provider API, by trigger (gap, unseen, quarantine) and outcome (applied, stale, gone, failed, circuit_open, invalid, dropped, error)',
+      labelNames: ['trigger', 'outcome'],
       registers,
     }),
   };

@@ -12,6 +12,7 @@ import type { WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
 import type { RelayHandle } from './relay-thread.ts';
+import { startWorkerReconcile, type WorkerReconcile } from './reconcile-triggers.ts';
 
 export type { WorkerDeps } from './composition.ts';
 export { relayTransactionalId } from './composition.ts';
@@ -24,6 +25,8 @@ export interface WorkerHandle {
   /** The failure path (undefined when deps.onFailure replaces it). */
   failures: FailureHandling | undefined;
   relay: RelayHandle;
+  /** Push-then-pull (undefined unless a source declares `reconcile`). */
+  reconcile: WorkerReconcile | undefined;
   /** The retention loop (undefined unless config.retention.enabled). */
   retention: RetentionLoop | undefined;
   pool: Pool;
@@ -85,6 +88,10 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   let failures: FailureHandling | undefined;
   let relay: RelayHandle | undefined;
   let admin: AdminServer | undefined;
+  const reconcile =
+    config.reconcile === undefined
+      ? undefined
+      : startWorkerReconcile({ config: config.reconcile, kafka, pool, eventsTopic: config.eventsTopic, logger, metrics });
   try {
     await metadataAdmin.connect();
     failures =
@@ -120,6 +127,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         onFailure: deps.onFailure ?? failures!.onFailure,
         ...(deps.onQuarantined ? { onQuarantined: deps.onQuarantined } : failures ? { onQuarantined: failures.onQuarantined } : {}),
         afterCommit: () => startedRelay.nudge(),
+        ...(reconcile ? { afterApply: reconcile.onResults } : {}),
       }),
     });
     // Retry topics go through the same applier (fault injection included) as the main topic.
@@ -128,6 +136,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       (result) => {
         metrics.processed.inc({ outcome: result.outcome });
         startedRelay.nudge();
+        reconcile?.onResults([result]);
       },
     );
 
@@ -142,6 +151,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     }
   } catch (error) {
     await consumer.disconnect().catch(() => {});
+    await reconcile?.close().catch(() => {});
     await failures?.close().catch(() => {});
     await relay?.stop().catch(() => {});
     await metadataAdmin.disconnect().catch(() => {});
@@ -169,6 +179,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     failures,
     relay: runningRelay,
     retention,
+    reconcile,
     pool,
     adminPort: admin?.port,
     pause: () => consumer.pause([{ topic: config.eventsTopic }]),
@@ -179,6 +190,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await retention?.stop();
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await consumer.disconnect();
+        // Running pulls finish (their snapshot is published or not); waiting ones are dropped.
+        await reconcile?.close();
         await failures?.close();
         await runningRelay.stop();
         await metadataAdmin.disconnect().catch(() => {});

@@ -9,6 +9,7 @@ import { signWebhook } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { WorkerConfig } from '#services/worker/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
 import { send, type Answer } from '../ingress/helpers.ts';
@@ -40,6 +41,8 @@ export interface HarnessOptions {
   sources: WebhookSource[];
   /** FAULT_INJECT rules for the worker, e.g. `permanent:<tenant>/theme/<id>:1`. */
   faults?: string[];
+  /** More worker settings (e.g. `reconcile`). */
+  worker?: Partial<WorkerConfig>;
 }
 
 export interface PostOptions {
@@ -106,7 +109,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     databaseUrl: db.url,
     eventsTopic: names.events,
     appliedTopic: names.applied,
-    overrides: { failures, retryLevels: names.retries.length },
+    overrides: { failures, retryLevels: names.retries.length, ...options.worker },
   });
   const worker = await startWorker(config, { adminServer: false });
   const ingress = await startIngress(

@@ -4,6 +4,7 @@ import { lagCommand } from './lag.ts';
 import { migrateCommand } from './migrate.ts';
 import { offsetsReset } from './offsets.ts';
 import { pruneCommand } from './prune.ts';
+import { reconcileCommand } from './reconcile.ts';
 import { reprocessCommand } from './reprocess.ts';
 import { sendCommand } from './send.ts';
 import { topicsCreate } from './topics.ts';
@@ -16,6 +17,7 @@ export const allCommands: CommandSpec[] = [
   lagCommand,
   reprocessCommand,
   traceCommand,
+  reconcileCommand,
   dlqList,
   dlqShow,
   dlqReplay,

@@ -4,7 +4,7 @@ import { CommandFailed, flag, intOption, parsePosition, requiredOption, stringOp
 import type { CommandSpec } from '../command.ts';
 import { connectedAdmin } from '../context.ts';
 import { renderTable } from '../output.ts';
-import { clampRanges, readRange, type PartitionRange } from '../topic-reader.ts';
+import { clampRanges, readRange, type PartitionRange } from '#plumbing/kafka/topic-reader.ts';
 
 const OUTCOMES: ApplyOutcome[] = ['applied', 'stale', 'duplicate', 'duplicate_version', 'quarantined', 'invalid'];
 const CHUNK = 200;

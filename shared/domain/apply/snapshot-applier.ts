@@ -6,7 +6,7 @@ import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { BEGIN_APPLY_TRANSACTION, lockResourceKeys, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
-import { receivedAtHeader } from '#domain/contract/event-headers.ts';
+import { receivedAtHeader, reconcileTriggerHeader, sourceHeader } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -120,6 +120,8 @@ export class SnapshotApplier {
         occurred_at: env(d).occurred_at,
         received_at: receivedAt(d.event.record),
         delivery_attempt: d.event.deliveryAttempt,
+        source: sourceHeader(d.event.record.headers),
+        reconcile_trigger: reconcileTriggerHeader(d.event.record.headers),
         payload: d.event.bytes,
       })),
       state: stateRows.map((d) => ({
@@ -204,7 +206,9 @@ function toResult(d: Decision): ApplyResult {
     bodySha256: d.event.bodySha256,
     eventId: envelope.event_id,
     resourceKey: d.event.resourceKey,
+    resource: { tenantId: envelope.tenant_id, type: envelope.resource.type, id: envelope.resource.id },
     version: envelope.resource.version,
+    eventType: envelope.event_type,
     action: d.event.action,
     storedVersion: d.storedVersion,
     versionGap: d.versionGap,

@@ -23,7 +23,11 @@ export interface ApplyResult {
   bodySha256: string;
   eventId?: string;
   resourceKey?: string;
+  /** The resource the event is about (every outcome but `invalid`). */
+  resource?: { tenantId: string; type: string; id: string };
   version?: number;
+  /** `<type>.created|updated|deleted`. */
+  eventType?: string;
   action?: EventAction;
   /** The stored version the event was compared with (null: the resource was unknown). */
   storedVersion?: number | null;

@@ -14,7 +14,12 @@ export const EVENT_HEADERS = {
   idempotencyKey: 'idempotency-key',
   /** The provider's attempt number (X-Webhook-Retry), when it sent one. */
   deliveryAttempt: 'delivery-attempt',
+  /** Why a reconciliation pulled this snapshot (gap, unseen, quarantine, operator); only on records from `reconcile`. */
+  reconcileTrigger: 'reconcile-trigger',
 } as const;
+
+/** The `source` header of a snapshot the bridge pulled from a provider's API instead of receiving it. */
+export const RECONCILE_SOURCE = 'reconcile';
 
 /** What the ingress learnt about one delivery. */
 export interface EventRecordHeaders {
@@ -22,12 +27,13 @@ export interface EventRecordHeaders {
   /** The source (provider) id the request was verified for. */
   source: string;
   receivedAt: Date;
-  /** Which of the source's secrets verified the signature. */
-  secretId: string;
+  /** Which of the source's secrets verified the signature (none for a pulled snapshot). */
+  secretId?: string | undefined;
   bodySha256: string;
   eventType: string;
   idempotencyKey?: string | undefined;
   deliveryAttempt?: number | undefined;
+  reconcileTrigger?: string | undefined;
 }
 
 export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string> {
@@ -35,11 +41,13 @@ export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string
     [EVENT_HEADERS.eventId]: h.eventId,
     [EVENT_HEADERS.source]: h.source,
     [EVENT_HEADERS.receivedAt]: h.receivedAt.toISOString(),
-    [EVENT_HEADERS.secretId]: h.secretId,
+    // Kept in its place (the ingress's header order is part of its tests); a pulled snapshot has none.
+    ...(h.secretId === undefined ? {} : { [EVENT_HEADERS.secretId]: h.secretId }),
     [EVENT_HEADERS.bodySha256]: h.bodySha256,
     [EVENT_HEADERS.eventType]: h.eventType,
   };
   if (h.idempotencyKey !== undefined) headers[EVENT_HEADERS.idempotencyKey] = h.idempotencyKey;
+  if (h.reconcileTrigger !== undefined) headers[EVENT_HEADERS.reconcileTrigger] = h.reconcileTrigger;
   if (h.deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(h.deliveryAttempt);
   return headers;
 }
@@ -67,6 +75,8 @@ export function decodeEventHeaders(headers: RecordHeaders | undefined): Partial<
   if (idempotencyKey !== undefined) out.idempotencyKey = idempotencyKey;
   const attempt = deliveryAttemptHeader(headers);
   if (attempt !== undefined) out.deliveryAttempt = attempt;
+  const trigger = text(EVENT_HEADERS.reconcileTrigger);
+  if (trigger !== undefined) out.reconcileTrigger = trigger;
   return out;
 }
 
@@ -84,4 +94,14 @@ export function receivedAtHeader(headers: RecordHeaders | undefined): Date | und
 export function deliveryAttemptHeader(headers: RecordHeaders | undefined): number | undefined {
   const text = headerText(headers, EVENT_HEADERS.deliveryAttempt);
   return text !== undefined && /^\d{1,9}$/.test(text) ? Number(text) : undefined;
+}
+
+/** `source`: the webhook source the ingress verified, or `reconcile`. */
+export function sourceHeader(headers: RecordHeaders | undefined): string | undefined {
+  return headerText(headers, EVENT_HEADERS.source);
+}
+
+/** `reconcile-trigger`, on records the reconciler published. */
+export function reconcileTriggerHeader(headers: RecordHeaders | undefined): string | undefined {
+  return headerText(headers, EVENT_HEADERS.reconcileTrigger);
 }

@@ -5,6 +5,8 @@ import type { SignatureScheme } from './schemes.ts';
 export interface SigningSecret {
   id: string;
   value: string;
+  /** During a rotation: when the provider should have stopped signing with it (it still verifies). */
+  retireAfter?: Date;
 }
 
 export interface VerifySignatureInput {

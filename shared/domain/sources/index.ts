@@ -1,6 +1,10 @@
 export {
   DEFAULT_TOLERANCE_SECONDS,
+  loadReconcileSources,
   loadSources,
+  RECONCILE_PLACEHOLDERS,
+  reconcileConfigSchema,
+  resolveReconcileSources,
   MIN_HMAC_SECRET_BYTES,
   parseSourcesFile,
   resolveSources,
@@ -8,6 +12,14 @@ export {
   SourcesConfigError,
   sourcesFileSchema,
 } from './sources-config.ts';
-export type { ResolveOptions, SourceConfig, SourcesFile, WebhookSource } from './sources-config.ts';
+export type {
+  ReconcileConfig,
+  ReconcileSettings,
+  ReconcileSource,
+  ResolveOptions,
+  SourceConfig,
+  SourcesFile,
+  WebhookSource,
+} from './sources-config.ts';
 export { loadStrictSchema } from './strict-schemas.ts';
 export type { StrictSchema } from './strict-schemas.ts';

@@ -35,6 +35,31 @@ describe('webhook sources configuration', () => {
     expect(sources[0]!.secrets).toEqual([{ id: 'demo-2026-01', value: hmacSecret }]);
   });
 
+  it("reads a rotating secret's retireAfter (ISO time with an offset) and refuses anything else", () => {
+    const file = parseSourcesFile({
+      sources: [
+        {
+          id: 's',
+          secrets: [
+            { id: 'k_new', env: 'S_NEW' },
+            { id: 'k_old', env: 'S_OLD', retireAfter: '2027-01-31T00:00:00+01:00' },
+          ],
+          tenants: ['t'],
+        },
+      ],
+    });
+    const [source] = resolveSources(file, { env: { S_NEW: hmacSecret, S_OLD: `${hmacSecret}-old` } });
+    expect(source!.secrets.map((k) => [k.id, k.retireAfter?.toISOString()])).toEqual([
+      ['k_new', undefined],
+      ['k_old', '2027-01-30T23:00:00.000Z'],
+    ]);
+    for (const retireAfter of ['2027-01-31', '2027-01-31T00:00:00', 'soon']) {
+      expect(() => parseSourcesFile({ sources: [{ id: 's', secrets: [{ id: 'k', env: 'S', retireAfter }], tenants: ['t'] }] })).toThrow(
+        /retireAfter/,
+      );
+    }
+  });
+
   it('defaults the scheme to hmac-sha256 and the tolerance to 300 s', () => {
     const file = parseSourcesFile({ sources: [{ id: 's', secrets: [{ id: 'k', env: 'S_SECRET' }], tenants: ['t'] }] });
     const [source] = resolveSources(file, { env: { S_SECRET: hmacSecret } });

@@ -14,10 +14,62 @@ const identifier = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must match [A-Za-
 
 // A secret's value is never written in the sources file: it names where the value lives, so the
 // file can be committed and production has no secret defaults to fall back on.
+// `retireAfter`: during a rotation, the date after which the provider should no longer sign with
+// this secret; the ingress exports it (webhook_secret_retire_after_timestamp_seconds) so an alert
+// fires while the secret still verifies requests past it. It keeps verifying until removed.
+const retireAfter = z.iso
+  .datetime({ offset: true, error: 'must be an ISO 8601 time with an offset, e.g. 2027-01-31T00:00:00Z' })
+  .optional();
 const secretRefSchema = z.union([
-  z.strictObject({ id: identifier, env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name') }),
-  z.strictObject({ id: identifier, file: z.string().min(1) }),
+  z.strictObject({
+    id: identifier,
+    env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+    retireAfter,
+  }),
+  z.strictObject({ id: identifier, file: z.string().min(1), retireAfter }),
 ]);
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
+
+/** The placeholders a reconcile URL template may use; each value is URL-encoded when expanded. */
+export const RECONCILE_PLACEHOLDERS = ['tenant', 'type', 'id'] as const;
+
+// How the bridge pulls a resource's current snapshot from the provider's API (push, then pull).
+// The defaults keep an ailing API from being hammered: 5 requests a second with bursts of 10,
+// and the breaker opens after 5 failures in a row for 30 s.
+export const reconcileConfigSchema = z.strictObject({
+  url: z
+    .string()
+    .regex(/^https?:\/\//, 'must be an http:// or https:// URL')
+    .refine((url) => [...url.matchAll(/\{([^}]*)\}/g)].every((m) => (RECONCILE_PLACEHOLDERS as readonly string[]).includes(m[1]!)), {
+      message: `placeholders must be among {${RECONCILE_PLACEHOLDERS.join('}, {')}}`,
+    })
+    .refine((url) => url.includes('{id}'), { message: 'must contain {id}' }),
+  // The header's value is read from the environment at start-up, never written in this file.
+  auth: z
+    .strictObject({
+      header: z
+        .string()
+        .regex(/^[A-Za-z0-9-]{1,64}$/)
+        .default('Authorization'),
+      env: envName,
+      prefix: z.string().default(''),
+    })
+    .optional(),
+  timeoutMs: z.int().min(1).max(60_000).default(3000),
+  // Tries per reconciliation for a timeout, a 5xx or a network error (a 404 or another 4xx is an answer).
+  attempts: z.int().min(1).max(10).default(3),
+  retryDelayMs: z.int().min(0).max(60_000).default(500),
+  rateLimit: z
+    .strictObject({ perSecond: z.number().positive().max(10_000).default(5), burst: z.int().min(1).max(10_000).default(10) })
+    .default({ perSecond: 5, burst: 10 }),
+  breaker: z
+    .strictObject({ failureThreshold: z.int().min(1).max(1000).default(5), cooldownMs: z.int().min(100).max(3_600_000).default(30_000) })
+    .default({ failureThreshold: 5, cooldownMs: 30_000 }),
+  // The largest jump (incoming version - stored version) applied without pulling: 1 means every
+  // version must follow the one before; a provider that skips versions sets more.
+  maxVersionGap: z.int().min(1).default(1),
+});
 
 export const sourceConfigSchema = z.strictObject({
   id: identifier,
@@ -33,6 +85,9 @@ export const sourceConfigSchema = z.strictObject({
     .default(['theme']),
   // Opt-in: resource type -> JSON Schema file (relative to the sources file) that `data` must match.
   strictSchemas: z.record(z.string(), z.string().min(1)).default({}),
+  // Opt-in: pull a resource's snapshot from the provider's API on a version gap, an update for an
+  // unseen resource, a quarantine or an operator's request (shared/domain/reconcile).
+  reconcile: reconcileConfigSchema.optional(),
 });
 
 export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigSchema).min(1) }).superRefine((file, ctx) => {
@@ -66,6 +121,7 @@ export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigS
 });
 
 export type SourceConfig = z.infer<typeof sourceConfigSchema>;
+export type ReconcileConfig = z.infer<typeof reconcileConfigSchema>;
 export type SourcesFile = z.infer<typeof sourcesFileSchema>;
 
 /** A source with its secret values resolved: what verification needs at request time. */
@@ -134,7 +190,7 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
         problems.push(`${where}: ${problem}`);
         continue;
       }
-      secrets.push({ id: ref.id, value });
+      secrets.push({ id: ref.id, value, ...(ref.retireAfter === undefined ? {} : { retireAfter: new Date(ref.retireAfter) }) });
     }
     const strictSchemas: Record<string, StrictSchema> = {};
     for (const [type, file] of Object.entries(source.strictSchemas)) {
@@ -181,4 +237,58 @@ export function loadSources(file: string, env: Record<string, string | undefined
     throw new SourcesConfigError([`cannot read ${file}: ${(error as Error).message}`]);
   }
   return resolveSources(parseSourcesFile(json), { env, baseDir: path.dirname(path.resolve(file)) });
+}
+
+/** A source's reconcile settings with the auth header's value resolved. */
+export interface ReconcileSettings extends Omit<ReconcileConfig, 'auth'> {
+  auth?: { header: string; value: string };
+}
+
+/** What the reconciler knows of a source: which tenants and types it owns, and how to pull them. */
+export interface ReconcileSource {
+  id: string;
+  tenants: string[];
+  resourceTypes: string[];
+  reconcile: ReconcileSettings;
+}
+
+/**
+ * The sources that declare `reconcile`, with only their API credentials resolved: the worker and
+ * the CLI pull snapshots but never verify a signature, so they need no webhook secret.
+ */
+export function resolveReconcileSources(file: SourcesFile, env: Record<string, string | undefined> = process.env): ReconcileSource[] {
+  const problems: string[] = [];
+  const out: ReconcileSource[] = [];
+  for (const source of file.sources) {
+    if (source.reconcile === undefined) continue;
+    const { auth, ...rest } = source.reconcile;
+    let resolvedAuth: ReconcileSettings['auth'];
+    if (auth !== undefined) {
+      const value = env[auth.env];
+      if (value === undefined || value.trim() === '') {
+        problems.push(`source "${source.id}" reconcile.auth: environment variable ${auth.env} is not set`);
+        continue;
+      }
+      resolvedAuth = { header: auth.header, value: `${auth.prefix}${value}` };
+    }
+    out.push({
+      id: source.id,
+      tenants: [...source.tenants],
+      resourceTypes: [...source.resourceTypes],
+      reconcile: { ...rest, ...(resolvedAuth === undefined ? {} : { auth: resolvedAuth }) },
+    });
+  }
+  if (problems.length > 0) throw new SourcesConfigError(problems);
+  return out;
+}
+
+/** Reads the sources file and resolves the reconcile sources (see resolveReconcileSources). */
+export function loadReconcileSources(file: string, env: Record<string, string | undefined> = process.env): ReconcileSource[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new SourcesConfigError([`cannot read ${file}: ${(error as Error).message}`]);
+  }
+  return resolveReconcileSources(parseSourcesFile(json), env);
 }

@@ -139,6 +139,10 @@ const INBOX_ROWS = columns({
   received_at: timestamptz,
   /** The provider's attempt number; most deliveries carry none. */
   delivery_attempt: int4,
+  /** The `source` header: the webhook source, or 'reconcile' for a pulled snapshot. */
+  source: text,
+  /** What triggered a pulled snapshot (the `reconcile-trigger` header); null for webhooks. */
+  reconcile_trigger: text,
   /** The raw body. */
   payload: packedText,
 });
@@ -215,6 +219,8 @@ const WRITE_CHUNK_EFFECTS = statement(
       reason = EXCLUDED.reason,
       duplicate_of = EXCLUDED.duplicate_of,
       resource_version = EXCLUDED.resource_version,
+      source = coalesce(inbox_events.source, EXCLUDED.source),
+      reconcile_trigger = coalesce(inbox_events.reconcile_trigger, EXCLUDED.reconcile_trigger),
       updated_at = now()
     WHERE inbox_events.status IN ('received', 'retrying', 'dead_lettered')
     RETURNING 1

@@ -188,6 +188,8 @@ describe('the store statements built from column specs', () => {
           occurred_at: '2024-01-01T00:00:00Z',
           received_at: null,
           delivery_attempt: undefined,
+          source: 'src',
+          reconcile_trigger: undefined,
           payload: Buffer.from('{}'),
         },
       ],
@@ -223,7 +225,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 18 inbox parameters (+2 for the packed body), 7 (+2) state, 6 (+2) outbox, 1 anomalies.
-    expect(captured[2]!.values).toHaveLength(20 + 9 + 8 + 1);
+    // The chunk write: 20 inbox parameters (+2 for the packed body), 7 (+2) state, 6 (+2) outbox, 1 anomalies.
+    expect(captured[2]!.values).toHaveLength(22 + 9 + 8 + 1);
   });
 });

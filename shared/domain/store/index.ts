@@ -5,6 +5,7 @@ export * from './anomalies.ts';
 export * from './chunk.ts';
 export * from './inbox.ts';
 export * from './migrate.ts';
+export * from './operator-views.ts';
 export * from './outbox.ts';
 export * from './retention.ts';
 export * from './session.ts';

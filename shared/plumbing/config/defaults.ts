@@ -19,6 +19,8 @@ export const DEFAULTS = {
   },
   /** Metrics and health: each program its own, as they run side by side on one machine. */
   adminPort: { ingress: 9464, worker: 9465 },
+  /** The operator console's web port (services/console). */
+  consolePort: 9470,
   /** Where `npm start` runs the broker and the database; used by `npm run bridge` only. */
   dev: {
     kafkaBrokers: '127.0.0.1:9092',

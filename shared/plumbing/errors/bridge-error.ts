@@ -46,6 +46,13 @@ export const ERROR_CODES = [
   'relay_send_timeout',
   'replay_send_timeout',
   'downstream_timeout',
+  // Reconciliation: pulling a snapshot from a provider's API.
+  'reconcile_timeout',
+  'reconcile_unavailable',
+  'reconcile_bad_response',
+  'reconcile_circuit_open',
+  'reconcile_not_configured',
+  'reconcile_publish_timeout',
   'unknown',
 ] as const;
 

@@ -99,7 +99,7 @@ export async function readRange(options: ReadRangeOptions): Promise<{ read: numb
   const { kafka, admin, topic } = options;
   const ranges = options.ranges.filter((r) => r.to > r.from);
   if (ranges.length === 0) return { read: 0 };
-  const groupId = `${options.groupPrefix ?? 'bridge-cli'}-${randomUUID()}`;
+  const groupId = `${options.groupPrefix ?? 'bridge-reader'}-${randomUUID()}`;
   const consumer = kafka.consumer({ groupId, sessionTimeout: 30_000, heartbeatInterval: 3000, allowAutoTopicCreation: false });
   // Copies: `from` moves as records are handled.
   const remaining = new Map(ranges.map((r) => [r.partition, { ...r }]));

@@ -1,0 +1,102 @@
+import { createEventsPublisher, Reconciler, type ReconcileReport } from '#domain/reconcile/index.ts';
+import { loadReconcileSources, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
+import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { CommandFailed, flag, stringOption, UsageError } from '../args.ts';
+import type { CommandSpec } from '../command.ts';
+
+const DONE = new Set(['applied', 'stale', 'gone']);
+
+export const reconcileCommand: CommandSpec = {
+  path: ['reconcile'],
+  summary: "pull one resource's snapshot from its provider's API and apply it through the worker",
+  usage: '<tenant> <resource_type> <resource_id> [--source S]',
+  details: [
+    'GETs the resource from the `reconcile.url` of the source that owns the tenant and type (WEBHOOK_SOURCES_FILE;',
+    "the auth header from its environment variable), with the source's timeout, retries, rate limit and breaker.",
+    'A snapshot above the stored version is published to the events topic as an event from `reconcile`',
+    '(trigger `operator`); the worker applies it like a webhook, so it reaches the applied topic. A version',
+    'at or below the stored one is `stale` and nothing is sent; 404/410 is `gone` (a tombstone, one version',
+    'above the stored one). --dry-run fetches and prints what would happen, publishing nothing. Exit 1 when',
+    'the API could not be reached (failed, circuit_open) or its answer fails the contract (invalid).',
+  ].join('\n'),
+  examples: ['bridge reconcile tenant_acme theme thm_minimal-dark --dry-run', 'bridge reconcile tenant_acme theme thm_minimal-dark --json'],
+  options: {
+    source: { type: 'string', valueName: 'S', description: 'the source whose API to ask (default: the one owning tenant and type)' },
+  },
+  positionals: true,
+  mutating: true,
+  async run(args, ctx) {
+    if (args.positionals.length !== 3) throw new UsageError('reconcile expects <tenant> <resource_type> <resource_id>');
+    const [tenantId, type, id] = args.positionals as [string, string, string];
+    const dryRun = flag(args, 'dry-run');
+    const sourceId = stringOption(args, 'source');
+    const file = ctx.env.WEBHOOK_SOURCES_FILE;
+    if (!file) throw new CommandFailed("WEBHOOK_SOURCES_FILE is not set (the sources file with each source's `reconcile` settings)");
+    let sources: ReconcileSource[];
+    try {
+      sources = loadReconcileSources(file, ctx.env);
+    } catch (error) {
+      if (error instanceof SourcesConfigError) throw new CommandFailed(error.message);
+      throw error;
+    }
+    const publisher = dryRun ? undefined : createEventsPublisher(ctx.kafka(), { topic: ctx.topicNames().events, logger: ctx.logger });
+    if (publisher) ctx.onClose(() => publisher.close());
+    const reconciler = new Reconciler({
+      pool: ctx.pool(),
+      sources,
+      publish: publisher ? publisher.publish : () => Promise.reject(new Error('dry run publishes nothing')),
+    });
+    let report: ReconcileReport;
+    try {
+      report = await reconciler.reconcile({
+        tenantId,
+        type,
+        id,
+        trigger: 'operator',
+        dryRun,
+        ...(sourceId === undefined ? {} : { sourceId }),
+      });
+    } catch (error) {
+      if (error instanceof BridgeError && error.code === 'reconcile_not_configured') throw new CommandFailed(error.message);
+      throw error;
+    }
+    const data = reportJson(report, dryRun);
+    if (!DONE.has(report.outcome))
+      throw new CommandFailed(`${report.resourceKey}: ${report.outcome} (${report.reason ?? 'no reason'})`, data);
+    ctx.out.result(data, describe(report, dryRun));
+  },
+};
+
+function reportJson(report: ReconcileReport, dryRun: boolean) {
+  return {
+    dry_run: dryRun,
+    resource_key: report.resourceKey,
+    source: report.source,
+    outcome: report.outcome,
+    published: report.published,
+    attempts: report.attempts,
+    stored: report.storedVersion === null ? null : { version: report.storedVersion, deleted: report.storedDeleted },
+    fetched: report.fetched ?? null,
+    event: report.event ?? null,
+    reason: report.reason ?? null,
+  };
+}
+
+function describe(report: ReconcileReport, dryRun: boolean): string {
+  const stored =
+    report.storedVersion === null ? 'nothing stored' : `stored v${report.storedVersion}${report.storedDeleted ? ' (tombstone)' : ''}`;
+  const fetched = report.fetched
+    ? `GET ${report.fetched.url} -> ${report.fetched.status}${report.fetched.version === undefined ? '' : `, version ${report.fetched.version}`}`
+    : 'nothing fetched';
+  const verb = dryRun ? 'would publish' : 'published';
+  const what =
+    report.outcome === 'applied'
+      ? `applied: ${verb} v${report.event!.resource.version} to the events topic (event ${report.event!.event_id})`
+      : report.outcome === 'gone' && report.event
+        ? `gone: ${verb} a tombstone v${report.event.resource.version} (event ${report.event.event_id})`
+        : `${report.outcome}: nothing to publish (${report.reason ?? ''})`;
+  const lines = [`${report.resourceKey} via source ${report.source}`, `  ${fetched}`, `  ${stored}`, `  ${what}`];
+  if (report.fetched?.data !== undefined) lines.push(`  data: ${JSON.stringify(report.fetched.data)}`);
+  if (dryRun) lines.push('(dry run: nothing changed)');
+  return lines.join('\n');
+}

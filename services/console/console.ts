@@ -1,0 +1,309 @@
+// The operator console: server-rendered pages over the store and the broker, one express app.
+// Reads are open; actions go through the OperatorGuard (operator token, session, CSRF, Origin)
+// and are logged with who did what.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
+import express, { type Request, type Response } from 'express';
+import type { Admin, Kafka } from 'kafkajs';
+import type pg from 'pg';
+import { inboxKeyOf, latestPerEvent } from '#domain/operations/dlq-records.ts';
+import { replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import type { ConsoleConfig } from './config.ts';
+import { isRefusal, OperatorGuard, SESSION_COOKIE, sessionIdFrom, type Session } from './guard.ts';
+import { dlqListPage, dlqRecordPage, parseFilter, replayPreviewPage, replayResultPage, type DlqFilterText } from './pages/dlq.ts';
+import type { PageContext } from './pages/layout.ts';
+import { overviewPage } from './pages/overview.ts';
+import { resourcePage } from './pages/resource.ts';
+import { refusedPage, searchPage, signInPage } from './pages/search.ts';
+import { filterDlq, loadDlq, loadOverview, loadResource, search, type ConsoleClients } from './readers.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+// The charting library is served from node_modules by the console itself: no CDN.
+const uplotDir = path.dirname(require.resolve('uplot/dist/uPlot.iife.min.js'));
+const ASSETS: Record<string, string> = {
+  'uPlot.iife.min.js': path.join(uplotDir, 'uPlot.iife.min.js'),
+  'uPlot.min.css': path.join(uplotDir, 'uPlot.min.css'),
+  'console.js': path.join(here, 'assets', 'console.js'),
+  'console.css': path.join(here, 'assets', 'console.css'),
+};
+
+export interface ConsoleHandle {
+  url: string;
+  port: number;
+  close: () => Promise<void>;
+}
+
+/** How long a replay from the page waits for outcomes before it answers. */
+const REPLAY_WAIT_MS = 30_000;
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function list(value: unknown): string[] {
+  if (Array.isArray(value)) return value.filter((v): v is string => typeof v === 'string');
+  return typeof value === 'string' ? [value] : [];
+}
+
+export function createClients(config: ConsoleConfig, logger: Logger): ConsoleClients & { close: () => Promise<void> } {
+  const pool: pg.Pool = createPool({
+    url: config.databaseUrl,
+    max: 4,
+    statementTimeoutMs: config.statementTimeoutMs,
+    applicationName: 'bridge-console',
+  });
+  // An idle connection dropped by the server must not crash the console: the next page says so.
+  pool.on('error', (error) => logger.warn({ err: error }, 'idle Postgres connection failed'));
+  const kafka: Kafka = createKafka({
+    brokers: config.brokers,
+    clientId: 'bridge-console',
+    logger,
+    // A page waits on this: fail fast and say so instead of retrying for a minute.
+    connectionTimeoutMs: 2000,
+    retries: 1,
+  });
+  const withAdmin = async <T>(fn: (admin: Admin) => Promise<T>): Promise<T> => {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      return await fn(admin);
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  };
+  return { pool, kafka, withAdmin, logger, close: () => pool.end() };
+}
+
+export async function startConsole(
+  config: ConsoleConfig,
+  deps: { logger?: Logger; clients?: ConsoleClients } = {},
+): Promise<ConsoleHandle> {
+  const logger = deps.logger ?? createLogger({ name: 'console', level: config.logLevel });
+  const owned = deps.clients ? undefined : createClients(config, logger);
+  const clients = deps.clients ?? owned!;
+  const guard = new OperatorGuard(config.operatorToken);
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.urlencoded({ extended: false, limit: '256kb' }));
+  app.use((_req, res, next) => {
+    // Pages carry only this console's own script; nothing may frame them (clickjacking an action).
+    res.set({
+      'content-security-policy':
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+      'x-frame-options': 'DENY',
+      'referrer-policy': 'same-origin',
+      'x-content-type-options': 'nosniff',
+    });
+    next();
+  });
+
+  // The origin the browser used to reach this page: a POST must come from it (an Origin check).
+  const ownOrigin = (req: Request) => `http://${req.headers.host ?? ''}`;
+  const sessionOf = (req: Request): Session | undefined => guard.session(sessionIdFrom(req.headers.cookie));
+  const ctxOf = (req: Request): PageContext => {
+    const s = sessionOf(req);
+    return { operator: s?.operator, csrf: s?.csrf, actionsEnabled: guard.actionsEnabled, path: req.path };
+  };
+  const send = (res: Response, body: string, status = 200) => res.status(status).type('html').send(body);
+  const originOf = (req: Request) => req.headers.origin ?? req.headers.referer;
+  const authorize = (req: Request) =>
+    guard.authorize({
+      sessionId: sessionIdFrom(req.headers.cookie),
+      csrf: (req.body as Record<string, unknown>)?.csrf,
+      origin: originOf(req),
+      expectedOrigin: ownOrigin(req),
+    });
+
+  const route = (fn: (req: Request, res: Response) => Promise<void>) => (req: Request, res: Response) => {
+    fn(req, res).catch((error: unknown) => {
+      logger.error({ err: error, path: req.path }, 'page failed');
+      if (!res.headersSent) send(res, refusedPage(ctxOf(req), `This page failed: ${(error as Error).message}`), 500);
+    });
+  };
+
+  app.get('/assets/:name', (req, res) => {
+    const file = ASSETS[req.params.name];
+    if (!file) return void res.status(404).end();
+    res.sendFile(file, { maxAge: 60_000 });
+  });
+
+  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+
+  app.get(
+    '/',
+    route(async (req, res) => void send(res, overviewPage(ctxOf(req), await loadOverview(clients, config)))),
+  );
+
+  app.get(
+    '/resource',
+    route(async (req, res) => {
+      const q = {
+        tenant: text(req.query.tenant),
+        type: text(req.query.type),
+        id: text(req.query.id),
+        a: text(req.query.a),
+        b: text(req.query.b),
+      };
+      const view =
+        q.tenant && q.type && q.id
+          ? await loadResource(clients, { tenant_id: q.tenant, resource_type: q.type, resource_id: q.id })
+          : undefined;
+      send(res, resourcePage(ctxOf(req), q, view));
+    }),
+  );
+
+  app.get(
+    '/search',
+    route(async (req, res) => {
+      const term = text(req.query.q)?.trim() ?? '';
+      send(res, searchPage(ctxOf(req), term, term ? await search(clients, term) : undefined));
+    }),
+  );
+
+  const filterTextOf = (source: Record<string, unknown>, prefix = ''): DlqFilterText => ({
+    reason: text(source[`${prefix}reason`]),
+    source: text(source[`${prefix}source`]),
+    tenant: text(source[`${prefix}tenant`]),
+    since: text(source[`${prefix}since`]),
+    until: text(source[`${prefix}until`]),
+  });
+
+  app.get(
+    '/dlq',
+    route(async (req, res) => {
+      const filterText = filterTextOf(req.query as Record<string, unknown>);
+      const { filter, error } = parseFilter(filterText);
+      const view = await loadDlq(clients, config);
+      const selected = view.entries.ok ? filterDlq(view.entries.value, filter) : [];
+      send(res, dlqListPage(ctxOf(req), filterText, selected, view, error));
+    }),
+  );
+
+  app.get(
+    '/dlq/record',
+    route(async (req, res) => {
+      const refText = text(req.query.ref) ?? '';
+      const view = await loadDlq(clients, config);
+      const matches = view.entries.ok ? view.entries.value.filter((e) => `${e.partition}:${e.offset}` === refText) : [];
+      send(res, dlqRecordPage(ctxOf(req), refText, matches, view), view.entries.ok && matches.length === 0 ? 404 : 200);
+    }),
+  );
+
+  app.get('/sign-in', (req, res) => send(res, signInPage(ctxOf(req), undefined, text(req.query.next) ?? '/')));
+
+  app.post('/sign-in', (req, res) => {
+    const body = req.body as Record<string, unknown>;
+    // A sign-in from another site would plant its own session (login CSRF): same origin only.
+    const origin_ = guard.actionsEnabled ? checkSameOrigin(originOf(req), ownOrigin(req)) : undefined;
+    if (origin_) return send(res, signInPage(ctxOf(req), origin_), 403);
+    const result = guard.signIn(text(body.operator) ?? '', text(body.token) ?? '');
+    if (isRefusal(result)) {
+      logger.warn({ action: 'sign-in', operator: text(body.operator), refused: result.reason }, 'console sign-in refused');
+      return send(res, signInPage(ctxOf(req), result.reason), result.status);
+    }
+    logger.info({ action: 'sign-in', operator: result.operator }, 'operator signed in');
+    const next = text(body.next);
+    res.cookie(SESSION_COOKIE, result.id, { httpOnly: true, sameSite: 'strict', path: '/', maxAge: 8 * 3600 * 1000 });
+    // Only a path on this console: never an open redirect.
+    res.redirect(303, next && /^\/[a-z/]*$/.test(next) ? next : '/');
+  });
+  const checkSameOrigin = (given: string | undefined, origin: string): string | undefined => {
+    if (!given) return 'no Origin header: refused';
+    try {
+      return new URL(given).origin === origin ? undefined : 'request not from this console: refused';
+    } catch {
+      return 'unreadable Origin header: refused';
+    }
+  };
+
+  app.post('/sign-out', (req, res) => {
+    const session = authorize(req);
+    if (!isRefusal(session)) {
+      guard.signOut(session.id);
+      logger.info({ action: 'sign-out', operator: session.operator }, 'operator signed out');
+    }
+    res.clearCookie(SESSION_COOKIE, { path: '/' });
+    res.redirect(303, '/');
+  });
+
+  app.post(
+    '/dlq/replay',
+    route(async (req, res) => {
+      const session = authorize(req);
+      if (isRefusal(session)) {
+        logger.warn({ action: 'dlq-replay', refused: session.reason }, 'console action refused');
+        return void send(res, refusedPage(ctxOf(req), session.reason), session.status);
+      }
+      const body = req.body as Record<string, unknown>;
+      const confirm = body.confirm === 'yes';
+      const view = await loadDlq(clients, config);
+      if (!view.entries.ok) return void send(res, refusedPage(ctxOf(req), view.entries.problem), 503);
+      let refs: string[];
+      if (body.scope === 'filter') {
+        const { filter, error } = parseFilter(filterTextOf(body, 'filter_'));
+        if (error) return void send(res, refusedPage(ctxOf(req), error), 400);
+        refs = filterDlq(view.entries.value, filter).map((e) => `${e.partition}:${e.offset}`);
+      } else {
+        refs = list(body.ref);
+      }
+      const wanted = new Set(refs);
+      const toReplay = latestPerEvent(view.entries.value.filter((e) => wanted.has(`${e.partition}:${e.offset}`)));
+      const plan = replayPlan(toReplay);
+      const replayRefs = plan.map((p) => p.from);
+      if (!confirm) {
+        const statuses = view.statuses.ok ? view.statuses.value : undefined;
+        const byRef = new Map(
+          toReplay.flatMap((e) => {
+            const s = statuses?.get(inboxKeyOf(e) ?? '');
+            return s ? [[`${e.partition}:${e.offset}`, s] as const] : [];
+          }),
+        );
+        logger.info({ action: 'dlq-replay-preview', operator: session.operator, records: replayRefs }, 'replay previewed');
+        return void send(res, replayPreviewPage(ctxOf(req), plan, replayRefs, byRef, config.names.events));
+      }
+      logger.info(
+        { action: 'dlq-replay', operator: session.operator, records: replayRefs, event_ids: plan.map((p) => p.event_id) },
+        'replay started',
+      );
+      const outcomes = await clients.withAdmin((admin) =>
+        replayDeadLetters({ kafka: clients.kafka, admin, names: config.names, group: config.group, logger }, clients.pool, toReplay, {
+          wait: true,
+          timeoutMs: REPLAY_WAIT_MS,
+        }),
+      );
+      logger.info(
+        {
+          action: 'dlq-replay',
+          operator: session.operator,
+          outcomes: outcomes.map((o) => ({ from: o.from, event_id: o.event_id, status: o.status })),
+        },
+        'replay done',
+      );
+      send(res, replayResultPage(ctxOf(req), outcomes));
+    }),
+  );
+
+  const server: http.Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(s)));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const url = `http://${hostForUrl === '0.0.0.0' ? '127.0.0.1' : hostForUrl}:${port}`;
+  logger.info({ url, actions: guard.actionsEnabled ? 'enabled' : 'disabled (no CONSOLE_OPERATOR_TOKEN)' }, 'console listening');
+  return {
+    url,
+    port,
+    close: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await owned?.close();
+    },
+  };
+}

@@ -1,0 +1,185 @@
+import { diffSnapshots } from '../diff.ts';
+import { html, query } from '../html.ts';
+import type { ResourceView } from '../readers.ts';
+import { page, problems, type PageContext } from './layout.ts';
+
+export interface ResourceQuery {
+  tenant: string;
+  type: string;
+  id: string;
+  /** Applied-record ids (applied_outbox.id) to diff. */
+  a?: string | undefined;
+  b?: string | undefined;
+}
+
+function resourceForm(q: Partial<ResourceQuery>) {
+  return html`<form method="get" action="/resource" class="fields">
+    <label>tenant <input name="tenant" value="${q.tenant ?? ''}" required /></label>
+    <label>type <input name="type" value="${q.type ?? 'theme'}" required /></label>
+    <label>id <input name="id" value="${q.id ?? ''}" required /></label>
+    <button type="submit">Show</button>
+  </form>`;
+}
+
+function dataOf(payload: string): unknown {
+  try {
+    return (JSON.parse(payload) as { data?: unknown }).data ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export function resourcePage(ctx: PageContext, q: Partial<ResourceQuery>, view: ResourceView | undefined): string {
+  if (!view || !q.tenant || !q.type || !q.id) return page('Resource', ctx, resourceForm(q));
+  const { trace, applied } = view;
+  const key = `${q.tenant}/${q.type}/${q.id}`;
+  const records = applied.ok ? applied.value : [];
+  const a = records.find((r) => r.id === q.a) ?? records[1];
+  const b = records.find((r) => r.id === q.b) ?? records[0];
+  const diff = a && b ? diffSnapshots(dataOf(a.payload), dataOf(b.payload)) : [];
+  const option = (selected: string | undefined) =>
+    records.map(
+      (r) =>
+        html`<option value="${r.id}" ${r.id === selected ? html`selected` : ''}>
+          #${r.id} ${r.event_id} (${r.created_at.toISOString()})
+        </option>`,
+    );
+  const body = html` ${resourceForm(q)} ${problems([trace.ok ? undefined : trace.problem, applied.ok ? undefined : applied.problem])}
+    ${trace.ok && !trace.value.known ? html`<p role="status">Nothing known about <code>${key}</code>: no state and no events.</p>` : ''}
+    ${
+      trace.ok && trace.value.known
+        ? html` <section aria-labelledby="state-h">
+              <h2 id="state-h">State now</h2>
+              ${
+                trace.value.state
+                  ? html`<p data-testid="state-version">
+                        version <strong>${trace.value.state.version}</strong>${trace.value.state.deleted ? ' (deleted: tombstone)' : ''},
+                        last event <code>${trace.value.state.last_event_id}</code>, updated ${trace.value.state.updated_at}
+                      </p>
+                      <pre tabindex="0">${JSON.stringify(trace.value.state.data, null, 2)}</pre>`
+                  : html`<p>No state row.</p>`
+              }
+            </section>
+            <section aria-labelledby="timeline-h">
+              <h2 id="timeline-h">Timeline (${trace.value.events.length} events, newest first)</h2>
+              <div class="scroll" tabindex="0">
+                <table data-testid="timeline">
+                  <thead>
+                    <tr>
+                      <th scope="col">received</th>
+                      <th scope="col">event id</th>
+                      <th scope="col">type</th>
+                      <th scope="col">version</th>
+                      <th scope="col">status</th>
+                      <th scope="col">reason</th>
+                      <th scope="col">attempts</th>
+                      <th scope="col">kafka</th>
+                      <th scope="col">settled</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    ${trace.value.events.map(
+                      (e) =>
+                        html`<tr data-event-id="${e.event_id}">
+                          <td>${e.received_at ?? e.first_seen_at}</td>
+                          <td><code>${e.event_id}</code></td>
+                          <td>${e.event_type}</td>
+                          <td>${e.version}</td>
+                          <td data-col="status"><span class="status status-${e.status}">${e.status}</span></td>
+                          <td>${e.duplicate_of ? `${e.reason ?? ''} of ${e.duplicate_of}` : (e.reason ?? e.last_error)}</td>
+                          <td data-col="attempts">${e.attempts}</td>
+                          <td>${e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : ''}</td>
+                          <td>${e.updated_at}</td>
+                        </tr>`,
+                    )}
+                  </tbody>
+                </table>
+              </div>
+            </section>`
+        : ''
+    }
+    ${
+      applied.ok && records.length > 0
+        ? html`<section aria-labelledby="diff-h">
+              <h2 id="diff-h">Diff between two applied snapshots</h2>
+              <form method="get" action="/resource" class="fields">
+                <input type="hidden" name="tenant" value="${q.tenant}" /><input type="hidden" name="type" value="${q.type}" />
+                <input type="hidden" name="id" value="${q.id}" />
+                <label
+                  >from
+                  <select name="a">
+                    ${option(a?.id)}
+                  </select></label
+                >
+                <label
+                  >to
+                  <select name="b">
+                    ${option(b?.id)}
+                  </select></label
+                >
+                <button type="submit">Compare</button>
+              </form>
+              ${
+                a && b
+                  ? diff.length === 0
+                    ? html`<p>No difference in <code>data</code>.</p>`
+                    : html`<table data-testid="diff">
+                        <thead>
+                          <tr>
+                            <th scope="col">path</th>
+                            <th scope="col">change</th>
+                            <th scope="col">from #${a.id}</th>
+                            <th scope="col">to #${b.id}</th>
+                          </tr>
+                        </thead>
+                        <tbody>
+                          ${diff.map(
+                            (d) =>
+                              html`<tr class="diff-${d.kind}">
+                                <td><code>${d.path}</code></td>
+                                <td>${d.kind}</td>
+                                <td>${d.before ?? ''}</td>
+                                <td>${d.after ?? ''}</td>
+                              </tr>`,
+                          )}
+                        </tbody>
+                      </table>`
+                  : html`<p>One applied snapshot only.</p>`
+              }
+            </section>
+            <section aria-labelledby="applied-h">
+              <h2 id="applied-h">Records on the applied topic (${records.length})</h2>
+              <table data-testid="applied">
+                <thead>
+                  <tr>
+                    <th scope="col">#</th>
+                    <th scope="col">event id</th>
+                    <th scope="col">applied</th>
+                    <th scope="col">published</th>
+                    <th scope="col">value</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${records.map(
+                    (r) =>
+                      html`<tr>
+                        <td>${r.id}</td>
+                        <td><code>${r.event_id}</code></td>
+                        <td>${r.created_at.toISOString()}</td>
+                        <td>${r.published_at ? r.published_at.toISOString() : 'not yet'}</td>
+                        <td>
+                          <details>
+                            <summary>value</summary>
+                            <pre>${r.payload}</pre>
+                          </details>
+                        </td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>
+            </section>`
+        : ''
+    }
+    <p><a href="/search${query({ q: key })}">Search for ${key}</a></p>`;
+  return page(`Resource ${key}`, ctx, body);
+}

@@ -1,0 +1,245 @@
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import { parseEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
+import { encodeEventHeaders, RECONCILE_SOURCE } from '#domain/contract/event-headers.ts';
+import type { ReconcileSource } from '#domain/sources/index.ts';
+import { selectResourceState } from '#domain/store/state.ts';
+import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { CircuitBreaker } from './circuit-breaker.ts';
+import { fetchSnapshot, type ProviderAnswer } from './provider-client.ts';
+import { TokenBucket } from './token-bucket.ts';
+
+export const RECONCILE_TRIGGERS = ['gap', 'unseen', 'quarantine', 'operator'] as const;
+export type ReconcileTrigger = (typeof RECONCILE_TRIGGERS)[number];
+
+/**
+ * applied: a newer snapshot went to the events topic (the apply path applies it); stale: the
+ * provider's version is not above the stored one, nothing sent; gone: the API says the resource
+ * no longer exists (a tombstone went out unless it already was one, or nothing is stored);
+ * failed: transient failures on every attempt, or a refused answer; circuit_open: the source's
+ * breaker refused the request; invalid: the snapshot fails the event contract.
+ */
+export type ReconcileOutcome = 'applied' | 'stale' | 'gone' | 'failed' | 'circuit_open' | 'invalid';
+
+export interface ReconcileRequest {
+  tenantId: string;
+  type: string;
+  id: string;
+  trigger: ReconcileTrigger;
+  /** The source whose API to ask; default: the one source that owns the tenant and type. */
+  sourceId?: string;
+  /** The highest version the bridge has seen for it (the triggering event's): a tombstone goes above it. */
+  seenVersion?: number;
+  /** Fetch and decide, publish nothing. */
+  dryRun?: boolean;
+}
+
+export interface ReconcileReport {
+  outcome: ReconcileOutcome;
+  trigger: ReconcileTrigger;
+  source: string;
+  resourceKey: string;
+  storedVersion: number | null;
+  storedDeleted: boolean;
+  /** What the API answered (undefined when no request went out or none answered). */
+  fetched?: { status: number; url: string; version?: number; data?: Record<string, unknown> };
+  /** The event published (or, on a dry run, that would be). */
+  event?: EventEnvelope;
+  published: boolean;
+  attempts: number;
+  reason?: string;
+  error?: BridgeError;
+}
+
+/** One record for the events topic, keyed by resource like the ingress's. */
+export interface EventsRecord {
+  key: string;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+export interface ReconcilerOptions {
+  pool: Pool;
+  sources: readonly ReconcileSource[];
+  /** Produces to the events topic and resolves after the broker's ack. */
+  publish: (record: EventsRecord) => Promise<void>;
+  fetch?: typeof fetchSnapshot;
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+interface SourceGuard {
+  source: ReconcileSource;
+  bucket: TokenBucket;
+  breaker: CircuitBreaker;
+}
+
+/**
+ * Push, then pull: fetches a resource's snapshot from its provider's API and publishes it to the
+ * events topic as an event from `reconcile`, so it meets the same per-resource order, dedup,
+ * version check, outbox and applied topic as a webhook. It never writes state itself.
+ */
+export class Reconciler {
+  readonly #pool: Pool;
+  readonly #guards: SourceGuard[];
+  readonly #publish: ReconcilerOptions['publish'];
+  readonly #fetch: typeof fetchSnapshot;
+  readonly #now: () => number;
+  readonly #sleep: (ms: number) => Promise<void>;
+
+  constructor(options: ReconcilerOptions) {
+    this.#pool = options.pool;
+    this.#publish = options.publish;
+    this.#fetch = options.fetch ?? fetchSnapshot;
+    this.#now = options.now ?? Date.now;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    // One bucket and one breaker per source, shared by every reconciliation of this process.
+    this.#guards = options.sources.map((source) => ({
+      source,
+      bucket: new TokenBucket({ ...source.reconcile.rateLimit, now: this.#now }),
+      breaker: new CircuitBreaker({ ...source.reconcile.breaker, now: this.#now }),
+    }));
+  }
+
+  get sources(): readonly ReconcileSource[] {
+    return this.#guards.map((g) => g.source);
+  }
+
+  /** The source's breaker state (for logs and tests). */
+  breakerState(sourceId: string): string | undefined {
+    return this.#guards.find((g) => g.source.id === sourceId)?.breaker.state;
+  }
+
+  async reconcile(request: ReconcileRequest): Promise<ReconcileReport> {
+    const guard = this.#guardFor(request);
+    const { source } = guard;
+    const key = resourceKey({ tenant_id: request.tenantId, resource: { type: request.type, id: request.id, version: 0 } });
+    const base = { trigger: request.trigger, source: source.id, resourceKey: key, published: false };
+
+    const pulled = await this.#pull(guard, request);
+    const state = await selectResourceState(this.#pool, {
+      tenant_id: request.tenantId,
+      resource_type: request.type,
+      resource_id: request.id,
+    });
+    const storedVersion = state === undefined ? null : Number(state.version);
+    const storedDeleted = state?.deleted === true;
+    const known = { ...base, storedVersion, storedDeleted, attempts: pulled.attempts };
+    if (!pulled.ok) {
+      const outcome = pulled.error.code === 'reconcile_circuit_open' ? 'circuit_open' : 'failed';
+      return { ...known, outcome, reason: `${pulled.error.code}: ${pulled.error.message}`, error: pulled.error };
+    }
+    const { answer } = pulled;
+
+    let envelope: EventEnvelope;
+    if (answer.kind === 'gone') {
+      const fetched = { status: answer.status, url: answer.url };
+      if (state === undefined || storedDeleted) {
+        return { ...known, outcome: 'gone', fetched, reason: state === undefined ? 'nothing stored' : 'already a tombstone' };
+      }
+      // The API gives no version for a resource it no longer has. The tombstone goes one above the
+      // highest version seen, so the apply path takes it and every late update it has seen is
+      // stale; the provider's own delete event, when it comes, is then stale or applies again.
+      const version = Math.max(storedVersion!, request.seenVersion ?? 0) + 1;
+      envelope = this.#envelope(request, 'deleted', version, {});
+      return this.#send({ ...known, outcome: 'gone', fetched }, envelope, request);
+    }
+    const fetched = { status: answer.status, url: answer.url, version: answer.version, data: answer.data };
+    if (storedVersion !== null && answer.version <= storedVersion) {
+      return { ...known, outcome: 'stale', fetched, reason: `stored version ${storedVersion}` };
+    }
+    envelope = this.#envelope(request, 'updated', answer.version, answer.data);
+    return this.#send({ ...known, outcome: 'applied', fetched }, envelope, request);
+  }
+
+  async #send(report: ReconcileReport, envelope: EventEnvelope, request: ReconcileRequest): Promise<ReconcileReport> {
+    const value = Buffer.from(JSON.stringify(envelope), 'utf8');
+    // The same contract a webhook must pass: a provider API answering what its webhooks could not
+    // carry must not slip past the checks into the DLQ.
+    const parsed = parseEvent(value);
+    if (!parsed.ok) return { ...report, outcome: 'invalid', event: envelope, reason: `${parsed.code}: ${parsed.message}` };
+    if (request.dryRun) return { ...report, event: envelope };
+    await this.#publish({
+      key: report.resourceKey,
+      value,
+      headers: encodeEventHeaders({
+        eventId: envelope.event_id,
+        source: RECONCILE_SOURCE,
+        receivedAt: new Date(this.#now()),
+        bodySha256: parsed.bodySha256,
+        eventType: envelope.event_type,
+        reconcileTrigger: request.trigger,
+      }),
+    });
+    return { ...report, event: envelope, published: true };
+  }
+
+  #envelope(request: ReconcileRequest, action: 'updated' | 'deleted', version: number, data: Record<string, unknown>): EventEnvelope {
+    return {
+      // A fresh id per pull: pulling the same version twice is then a duplicate_version, never a
+      // body mismatch (quarantine) under one id.
+      event_id: `rec_${randomUUID()}`,
+      event_type: `${request.type}.${action}`,
+      event_version: 1,
+      occurred_at: new Date(this.#now()).toISOString(),
+      tenant_id: request.tenantId,
+      resource: { type: request.type, id: request.id, version },
+      data,
+    } as EventEnvelope;
+  }
+
+  async #pull(
+    guard: SourceGuard,
+    request: ReconcileRequest,
+  ): Promise<{ ok: true; answer: ProviderAnswer; attempts: number } | { ok: false; error: BridgeError; attempts: number }> {
+    const settings = guard.source.reconcile;
+    let attempts = 0;
+    let last: BridgeError | undefined;
+    while (attempts < settings.attempts) {
+      if (!guard.breaker.tryAcquire()) {
+        const error = new BridgeError('reconcile_circuit_open', `the breaker of source "${guard.source.id}" is open`, { retryable: true });
+        return { ok: false, error: last ?? error, attempts };
+      }
+      await guard.bucket.acquire();
+      attempts += 1;
+      try {
+        const answer = await this.#fetch(settings, { tenant: request.tenantId, type: request.type, id: request.id });
+        guard.breaker.onSuccess();
+        return { ok: true, answer, attempts };
+      } catch (error) {
+        const bridgeError =
+          error instanceof BridgeError ? error : new BridgeError('unknown', String(error), { retryable: true, cause: error });
+        if (!bridgeError.retryable) {
+          // An answer, if not a useful one: the API is up.
+          guard.breaker.onSuccess();
+          return { ok: false, error: bridgeError, attempts };
+        }
+        guard.breaker.onFailure();
+        last = bridgeError;
+      }
+      if (attempts < settings.attempts) await this.#sleep(settings.retryDelayMs * 2 ** (attempts - 1));
+    }
+    return { ok: false, error: last!, attempts };
+  }
+
+  #guardFor(request: ReconcileRequest): SourceGuard {
+    if (request.sourceId !== undefined) {
+      const guard = this.#guards.find((g) => g.source.id === request.sourceId);
+      if (!guard)
+        throw new BridgeError('reconcile_not_configured', `source "${request.sourceId}" has no reconcile settings`, { retryable: false });
+      return guard;
+    }
+    const owners = this.#guards.filter((g) => g.source.tenants.includes(request.tenantId) && g.source.resourceTypes.includes(request.type));
+    if (owners.length === 1) return owners[0]!;
+    const what = `tenant "${request.tenantId}", type "${request.type}"`;
+    if (owners.length === 0)
+      throw new BridgeError('reconcile_not_configured', `no source with reconcile owns ${what}`, { retryable: false });
+    throw new BridgeError(
+      'reconcile_not_configured',
+      `several sources own ${what} (${owners.map((g) => g.source.id).join(', ')}): name one`,
+      {
+        retryable: false,
+      },
+    );
+  }
+}

@@ -1,0 +1,103 @@
+// Read models for the operator console (services/console): outcome counts over time, search, the
+// applied records of a resource with their bytes. Reads only; the statement timeout of the pool
+// bounds them.
+import type { Queryable } from './session.ts';
+
+export interface OutcomeMinuteRow {
+  /** The minute the event was received (start of the minute). */
+  minute: Date;
+  status: string;
+  count: number;
+}
+
+/** Events received per minute over the last `minutes`, by their inbox status now. */
+export async function selectOutcomesPerMinute(client: Queryable, minutes: number): Promise<OutcomeMinuteRow[]> {
+  const { rows } = await client.query<OutcomeMinuteRow>({
+    text: `
+      SELECT date_trunc('minute', COALESCE(received_at, first_seen_at)) AS minute, status, count(*)::int AS count
+      FROM inbox_events
+      WHERE COALESCE(received_at, first_seen_at) >= date_trunc('minute', now()) - make_interval(mins => $1)
+      GROUP BY 1, 2
+      ORDER BY 1, 2`,
+    values: [minutes],
+  });
+  return rows;
+}
+
+export interface StatusCountRow {
+  status: string;
+  count: number;
+}
+
+/** Every inbox row by status (all time). */
+export async function selectStatusCounts(client: Queryable): Promise<StatusCountRow[]> {
+  const { rows } = await client.query<StatusCountRow>({
+    text: `SELECT status, count(*)::int AS count FROM inbox_events GROUP BY status ORDER BY status`,
+  });
+  return rows;
+}
+
+export interface SearchHitRow {
+  tenant_id: string;
+  event_id: string;
+  idempotency_key: string | null;
+  resource_type: string | null;
+  resource_id: string | null;
+  resource_version: string | null;
+  event_type: string | null;
+  status: string;
+  reason: string | null;
+  received_at: Date | null;
+  first_seen_at: Date;
+  /** What matched: event_id, idempotency_key or resource. */
+  matched: string;
+}
+
+/**
+ * Inbox rows whose event id or idempotency key is `term`, or whose resource is `term` (its id, or
+ * its key `<tenant>/<type>/<id>`); newest first, at most `limit`.
+ */
+export async function searchInbox(client: Queryable, term: string, limit: number): Promise<SearchHitRow[]> {
+  const { rows } = await client.query<SearchHitRow>({
+    text: `
+      SELECT tenant_id, event_id, idempotency_key, resource_type, resource_id, resource_version, event_type, status, reason,
+             received_at, first_seen_at,
+             CASE WHEN event_id = $1 THEN 'event_id' WHEN idempotency_key = $1 THEN 'idempotency_key' ELSE 'resource' END AS matched
+      FROM inbox_events
+      WHERE event_id = $1 OR idempotency_key = $1 OR resource_id = $1
+         OR (tenant_id = split_part($1, '/', 1) AND resource_type = split_part($1, '/', 2) AND resource_id = split_part($1, '/', 3))
+      ORDER BY COALESCE(received_at, first_seen_at) DESC, event_id
+      LIMIT $2`,
+    values: [term, limit],
+  });
+  return rows;
+}
+
+export interface AppliedValueRow {
+  id: string;
+  event_id: string;
+  /** The record's value on the applied topic, as published (JSON text). */
+  payload: string;
+  created_at: Date;
+  published_at: Date | null;
+}
+
+/** A resource key's newest applied records with their values (what the relay publishes), newest first. */
+export async function selectAppliedValues(client: Queryable, key: string, limit: number): Promise<AppliedValueRow[]> {
+  const { rows } = await client.query<AppliedValueRow>({
+    text: `
+      SELECT o.id::text AS id, o.event_id, o.payload, o.created_at, b.published_at
+      FROM applied_outbox AS o
+      LEFT JOIN LATERAL (
+        SELECT published_at FROM applied_outbox_batches
+        WHERE (last_tx, last_id) >= (o.tx, o.id)
+        ORDER BY last_tx, last_id
+        LIMIT 1
+      ) AS b ON true
+      WHERE o.key = $1
+      ORDER BY o.id DESC
+      LIMIT $2`,
+    values: [key, limit],
+  });
+  return rows;
+}

@@ -1,0 +1,136 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../infra/paths.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+
+// The dashboard and the alerting rules name metrics; the running services must export every one
+// of them, so a renamed or removed metric fails here instead of leaving an empty panel or an
+// alert that can never fire.
+const monitoring = path.join(repoRoot, 'infra', 'monitoring');
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+
+/** The bridge's own metric names in a PromQL text (its metrics start with these prefixes). */
+export function metricNamesIn(text: string): Set<string> {
+  return new Set([...text.matchAll(/\b(?:webhook|dead_letter|reconciliations)_[a-z0-9_]*/g)].map((m) => m[0]));
+}
+
+function dashboardExpressions(): string[] {
+  const dashboard = JSON.parse(readFileSync(path.join(monitoring, 'grafana', 'theme-bridge.json'), 'utf8')) as {
+    panels: Array<{ targets?: Array<{ expr: string }> }>;
+  };
+  return dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+}
+
+/** Metric families a /metrics page declares (`# TYPE name kind`), histogram series names included. */
+function exported(page: string): Set<string> {
+  const names = new Set<string>();
+  for (const m of page.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    names.add(m[1]!);
+    if (m[2] === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${m[1]}${suffix}`);
+  }
+  return names;
+}
+
+interface Service {
+  child: ChildProcess;
+  metrics: () => Promise<string>;
+  stop: () => Promise<void>;
+}
+
+function start(main: string, env: Record<string, string>): Service {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = once(child, 'exit');
+  return {
+    child,
+    metrics: async () => {
+      const deadline = Date.now() + 90_000;
+      for (;;) {
+        const line = output.split('\n').find((l) => l.includes('"admin server listening"'));
+        if (line) {
+          const { port } = JSON.parse(line) as { port: number };
+          const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+          return response.text();
+        }
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main} did not start its admin server:\n${output}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    stop: async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  };
+}
+
+describe('dashboard and alerts name only metrics the running services export', () => {
+  let db: TestDatabase;
+  const running: Service[] = [];
+  let pages: string[] = [];
+
+  beforeAll(async () => {
+    const { names } = await createTestTopics(testKafka(), { eventsPartitions: 1 });
+    db = await createTestDatabase();
+    const common = { KAFKA_BROKERS: testBrokers().join(','), TOPIC_EVENTS: names.events, TOPIC_APPLIED: names.applied, ADMIN_PORT: '0' };
+    // A source in the middle of a secret rotation, so the rotation gauge has a sample.
+    const sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-sources-')), 'sources.json');
+    const secrets = [
+      { id: 'k_new', env: 'DEMO_SECRET' },
+      { id: 'k_old', env: 'DEMO_SECRET', retireAfter: '2027-02-01T00:00:00Z' },
+    ];
+    writeFileSync(sourcesFile, JSON.stringify({ sources: [{ id: 'rotating', secrets, tenants: ['tenant_acme'] }] }));
+    const ingress = start('services/ingress/main.ts', {
+      ...devEnv,
+      ...common,
+      WEBHOOK_SOURCES_FILE: sourcesFile,
+      PORT: '0',
+      HOST: '127.0.0.1',
+    });
+    const worker = start('services/worker/main.ts', {
+      ...common,
+      DATABASE_URL: db.url,
+      CONSUMER_GROUP: uniqueName('theme-applier'),
+      WORKER_RELAY: 'inline',
+    });
+    running.push(ingress, worker);
+    pages = await Promise.all([ingress.metrics(), worker.metrics()]);
+  });
+  afterAll(async () => {
+    for (const s of running) await s.stop();
+    await db?.drop();
+  });
+
+  it('every metric of the Grafana dashboard is exported', () => {
+    const wanted = metricNamesIn(dashboardExpressions().join('\n'));
+    expect(wanted.size).toBeGreaterThan(20);
+    const have = new Set(pages.flatMap((p) => [...exported(p)]));
+    expect([...wanted].filter((name) => !have.has(name))).toEqual([]);
+  });
+
+  it('the ingress exports when a rotating secret should retire (the alert BridgeRetiringSecretStillInUse reads it)', () => {
+    expect(pages[0]).toContain('webhook_secret_retire_after_timestamp_seconds{source="rotating",secret_id="k_old"} 1801440000');
+    expect(pages[0]).not.toContain('secret_id="k_new"} ');
+  });
+
+  it('every metric of the alerting rules is exported', () => {
+    const wanted = metricNamesIn(readFileSync(path.join(monitoring, 'prometheus', 'bridge-alerts.yml'), 'utf8'));
+    expect(wanted.size).toBeGreaterThan(8);
+    const have = new Set(pages.flatMap((p) => [...exported(p)]));
+    expect([...wanted].filter((name) => !have.has(name))).toEqual([]);
+  });
+});

@@ -1,0 +1,209 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
+import type { ReconcileSource } from '#domain/sources/index.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
+import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
+import { testBrokers } from '../helpers/kafka.ts';
+import { startProviderApi, type ProviderApi } from './provider-api.ts';
+
+const TENANT = 'tenant_acme';
+const TOKEN = 'provider-api-token-for-tests';
+const data = (name: string) => ({ ...sampleThemeEvent().data, name });
+
+function reconcileSource(id: string, url: string, over: Partial<ReconcileSource['reconcile']> = {}): ReconcileSource {
+  return {
+    id,
+    tenants: [TENANT],
+    resourceTypes: ['theme'],
+    reconcile: {
+      url,
+      auth: { header: 'Authorization', value: `Bearer ${TOKEN}` },
+      timeoutMs: 3000,
+      attempts: 3,
+      retryDelayMs: 20,
+      rateLimit: { perSecond: 50, burst: 50 },
+      breaker: { failureThreshold: 5, cooldownMs: 30_000 },
+      maxVersionGap: 1,
+      ...over,
+    },
+  };
+}
+
+let api: ProviderApi;
+let h: Harness;
+
+beforeAll(async () => {
+  api = await startProviderApi();
+  h = await startHarness({
+    sources: [hmacSource('prov', SECRET_A, [TENANT]), hmacSource('flaky', SECRET_A, [TENANT])],
+    worker: {
+      reconcile: {
+        concurrency: 2,
+        queueLimit: 100,
+        sources: [
+          reconcileSource('prov', `${api.url}/api/{tenant}/{type}s/{id}`),
+          // Two tries per pull, 200 ms timeout, the breaker opens after 3 failures for 1.5 s.
+          reconcileSource('flaky', `${api.url}/flaky/{id}`, {
+            attempts: 2,
+            timeoutMs: 200,
+            breaker: { failureThreshold: 3, cooldownMs: 1500 },
+          }),
+        ],
+      },
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await h?.close();
+  await api?.close();
+});
+
+const post = async (source: string, event: object) => expect((await h.post(source, JSON.stringify(event))).status).toBe(202);
+const event = (id: string, version: number, type: 'created' | 'updated' | 'deleted', name = `v${version}`, eventId = freshEventId()) => ({
+  ...sampleThemeEvent({ tenant_id: TENANT, event_type: `theme.${type}`, resource: { type: 'theme', id, version }, data: data(name) }),
+  event_id: eventId,
+});
+const metric = async (trigger: string, outcome: string) => {
+  const values = (await h.worker.registry.getSingleMetric('reconciliations_total')!.get()).values;
+  return values.find((v) => v.labels.trigger === trigger && v.labels.outcome === outcome)?.value ?? 0;
+};
+const reconcileRows = async (id: string) =>
+  (
+    await h.db.pool.query<{ status: string; source: string; reconcile_trigger: string; resource_version: string }>(
+      `SELECT status, source, reconcile_trigger, resource_version FROM inbox_events
+       WHERE tenant_id = $1 AND resource_id = $2 AND source = 'reconcile' ORDER BY resource_version`,
+      [TENANT, id],
+    )
+  ).rows;
+
+describe('push, then pull', () => {
+  it('a version gap pulls the snapshot, the state catches up and the change reaches the applied topic', async () => {
+    const id = freshId('thm');
+    api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 7, data: data('pulled v7') } });
+    await post('prov', event(id, 1, 'created'));
+    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await post('prov', event(id, 5, 'updated'));
+    await waitFor('pulled v7 applied', async () => (await h.state(TENANT, id))?.version === 7, 30_000);
+    expect((await h.state(TENANT, id))!.data).toMatchObject({ name: 'pulled v7' });
+    expect(api.requests.find((r) => r.path.includes(id))!.authorization).toBe(`Bearer ${TOKEN}`);
+    expect(await reconcileRows(id)).toEqual([{ status: 'applied', source: 'reconcile', reconcile_trigger: 'gap', resource_version: '7' }]);
+    await h.settle();
+    const applied = await h.applied(`${TENANT}/theme/${id}`);
+    expect(applied.map((a) => a.value.resource.version)).toEqual([1, 5, 7]);
+    expect(await metric('gap', 'applied')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('an update for a resource never seen pulls it', async () => {
+    const id = freshId('thm');
+    api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { resource: { version: 4 }, data: data('pulled v4') } });
+    await post('prov', event(id, 3, 'updated'));
+    await waitFor('pulled v4 applied', async () => (await h.state(TENANT, id))?.version === 4, 30_000);
+    expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['unseen']);
+  });
+
+  it('a quarantined anomaly pulls the provider truth', async () => {
+    const id = freshId('thm');
+    const eventId = freshEventId();
+    api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 2, data: data('truth v2') } });
+    await post('prov', event(id, 1, 'created', 'first', eventId));
+    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await post('prov', event(id, 1, 'created', 'other content', eventId));
+    await waitFor('pulled v2 applied', async () => (await h.state(TENANT, id))?.version === 2, 30_000);
+    expect((await h.state(TENANT, id))!.data).toMatchObject({ name: 'truth v2' });
+    expect(await h.anomalies(TENANT, eventId)).toBe(1);
+    expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['quarantine']);
+  });
+
+  it('a 404 leaves a tombstone one version above the highest seen', async () => {
+    const id = freshId('thm');
+    await post('prov', event(id, 1, 'created'));
+    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await post('prov', event(id, 3, 'updated'));
+    await waitFor('tombstone', async () => (await h.state(TENANT, id))?.deleted === true, 30_000);
+    expect((await h.state(TENANT, id))!.version).toBe(4);
+    // A late update below the tombstone cannot resurrect it.
+    await post('prov', event(id, 2, 'updated'));
+    await h.settle();
+    expect((await h.state(TENANT, id))!).toMatchObject({ version: 4, deleted: true });
+  });
+
+  it('timeouts and 5xx are retried, then the breaker opens (bounded requests) and closes after the cooldown', async () => {
+    const slow = freshId('slow');
+    const bad = [freshId('bad'), freshId('bad'), freshId('bad')];
+    api.replies.set(`/flaky/${slow}`, { hang: 1000 });
+    for (const id of bad) api.replies.set(`/flaky/${id}`, { status: 503, body: { error: 'down' } });
+    await post('flaky', event(slow, 2, 'updated'));
+    await waitFor('slow pull failed', async () => (await metric('unseen', 'failed')) >= 1, 30_000);
+    // Two timed-out tries: two failures of three.
+    expect(api.count(`/flaky/${slow}`)).toBe(2);
+    for (const id of bad) await post('flaky', event(id, 2, 'updated'));
+    await waitFor(
+      'all pulls settled',
+      async () => (await metric('unseen', 'failed')) + (await metric('unseen', 'circuit_open')) >= 4,
+      30_000,
+    );
+    await h.worker.reconcile!.idle();
+    // The third failure opened the breaker: the remaining resources were not requested at all.
+    expect(api.count('/flaky/')).toBe(3);
+    expect(await metric('unseen', 'circuit_open')).toBeGreaterThanOrEqual(1);
+    expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('open');
+
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    const healed = freshId('ok');
+    api.replies.set(`/flaky/${healed}`, { status: 200, body: { version: 9, data: data('healed') } });
+    await post('flaky', event(healed, 2, 'updated'));
+    await waitFor('healed v9 applied', async () => (await h.state(TENANT, healed))?.version === 9, 30_000);
+    expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('closed');
+  });
+
+  it('bridge reconcile: --dry-run prints what would happen and changes nothing; without it the snapshot applies', async () => {
+    const id = freshId('thm');
+    await post('prov', event(id, 1, 'created'));
+    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await h.settle();
+    api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 2, data: data('operator v2') } });
+    const dir = mkdtempSync(path.join(tmpdir(), 'reconcile-cli-'));
+    const file = path.join(dir, 'sources.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        sources: [
+          {
+            id: 'prov',
+            secrets: [{ id: 'k1', env: 'UNUSED_SIGNING_SECRET' }],
+            tenants: [TENANT],
+            reconcile: { url: `${api.url}/api/{tenant}/{type}s/{id}`, auth: { env: 'PROVIDER_TOKEN', prefix: 'Bearer ' } },
+          },
+        ],
+      }),
+    );
+    const env = {
+      ...bridgeEnv({ brokers: testBrokers(), databaseUrl: h.db.url, events: h.names.events, applied: h.names.applied }),
+      WEBHOOK_SOURCES_FILE: file,
+      PROVIDER_TOKEN: TOKEN,
+    };
+    const before = await h.eventsCount();
+    const dry = await runBridge(['reconcile', TENANT, 'theme', id, '--dry-run'], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('applied: would publish v2');
+    expect(dry.stdout).toContain('(dry run: nothing changed)');
+    expect(await h.eventsCount()).toBe(before);
+    expect((await h.state(TENANT, id))!.version).toBe(1);
+
+    const real = await runBridge(['reconcile', TENANT, 'theme', id, '--json'], env);
+    expect(real.code, real.stderr).toBe(0);
+    expect(real.json()).toMatchObject({ outcome: 'applied', published: true, fetched: { status: 200, version: 2 } });
+    await waitFor('operator v2 applied', async () => (await h.state(TENANT, id))?.version === 2, 30_000);
+    expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['operator']);
+
+    const stale = await runBridge(['reconcile', TENANT, 'theme', id, '--dry-run', '--json'], env);
+    expect(stale.json()).toMatchObject({ outcome: 'stale', published: false });
+    const missing = await runBridge(['reconcile', TENANT, 'theme', 'thm_nowhere', '--dry-run', '--json'], env);
+    expect(missing.code).toBe(0);
+    expect(missing.json()).toMatchObject({ outcome: 'gone', published: false });
+  });
+});
