@@ -7,4 +7,3 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   echo "[deps] installing dependencies (npm ci)" >&2
   npm ci --no-audit --no-fund --loglevel=error
 fi
-sh infra/chromium.sh
