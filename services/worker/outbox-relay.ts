@@ -182,7 +182,14 @@ export class OutboxRelay {
     const messages = rows.map((r) => ({
       key: r.key,
       value: r.payload,
-      headers: appliedHeaders({ eventId: r.event_id, topic: r.source_topic, partition: r.source_partition, offset: r.source_offset }),
+      headers: appliedHeaders({
+        eventId: r.event_id,
+        topic: r.source_topic,
+        partition: r.source_partition,
+        offset: r.source_offset,
+        key: r.key,
+        payload: r.payload,
+      }),
     }));
     const request = { topic, acks: -1 as const, messages };
     // Bounded: an idempotent producer retries without end during an outage. On a timeout or any

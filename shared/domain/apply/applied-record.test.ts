@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { buildAppliedRecord, serializeAppliedRecord } from './applied-record.ts';
+import { Kafka, type KafkaEvent, type KafkaMessage } from 'cloudevents';
+import {
+  appliedHeaders,
+  buildAppliedRecord,
+  cloudEventHeaders,
+  CLOUDEVENTS_SOURCE_PREFIX,
+  serializeAppliedRecord,
+} from './applied-record.ts';
 import type { ParsedEvent } from './types.ts';
 
 function parsed(envelope: EventEnvelope): ParsedEvent {
@@ -41,5 +48,61 @@ describe('serializeAppliedRecord', () => {
       ),
       { seed: 5, numRuns: 300 },
     );
+  });
+});
+
+describe('CloudEvents headers of an applied record (Kafka binding, binary content mode)', () => {
+  const appliedAt = '2026-12-01T10:00:00.000Z';
+  const record = (envelope: EventEnvelope) => {
+    const event = parsed(envelope);
+    const value = serializeAppliedRecord(event, appliedAt, event.action === 'delete' ? null : JSON.stringify(envelope.data ?? {}));
+    const headers = appliedHeaders({
+      eventId: envelope.event_id,
+      topic: 'theme.events',
+      partition: 3,
+      offset: '42',
+      key: event.resourceKey,
+      payload: value,
+    });
+    return { key: event.resourceKey, value, headers };
+  };
+
+  it('a CloudEvents SDK reads the record as an event: id, source, type, subject, time, data', () => {
+    const envelope = sampleThemeEvent({ event_type: 'theme.created', occurred_at: '2026-11-30T23:59:59+07:00' });
+    const message = record(envelope);
+    const event = Kafka.toEvent({ ...message, body: undefined } as KafkaMessage<string>) as KafkaEvent<unknown>;
+    expect(event.specversion).toBe('1.0');
+    expect(event.id).toBe(envelope.event_id);
+    expect(event.source).toBe(`${CLOUDEVENTS_SOURCE_PREFIX}tenant_acme`);
+    expect(event.type).toBe('theme.upserted');
+    expect(event.subject).toBe(`tenant_acme/theme/${envelope.resource.id}`);
+    expect(new Date(event.time!).toISOString()).toBe('2026-11-30T16:59:59.000Z');
+    expect(event.datacontenttype).toBe('application/json');
+    expect(event.data).toEqual(JSON.parse(message.value));
+    // Our own headers stay beside them.
+    expect(message.headers['event-id']).toBe(envelope.event_id);
+  });
+
+  it('a delete is <type>.deleted', () => {
+    const message = record(sampleThemeEvent({ event_type: 'theme.deleted' }));
+    expect(message.headers.ce_type).toBe('theme.deleted');
+  });
+
+  it('finds the action and the time whatever strings the data holds', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.string()), fc.constantFrom('created', 'updated'), (data, verb) => {
+        const envelope = sampleThemeEvent({
+          event_type: `theme.${verb}`,
+          data: { ...data, note: '","action":"delete","occurred_at":"x"}' },
+        });
+        const { headers } = record(envelope);
+        return headers.ce_type === 'theme.upserted' && headers.ce_time === envelope.occurred_at;
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('leaves them out for a value of another shape', () => {
+    expect(cloudEventHeaders('tenant_acme/theme/x', 'evt_1', '{"hello":"world"}')).toBeUndefined();
   });
 });

@@ -47,12 +47,48 @@ export function serializeAppliedRecord(event: ParsedEvent, appliedAtIso: string,
   );
 }
 
-/** Headers of an applied record: the event id and where the event was consumed from. */
-export function appliedHeaders(source: { eventId: string; topic: string; partition: number; offset: string }): Record<string, string> {
+/** `source` of the CloudEvents on the applied topic: one per tenant, so (source, id) is unique. */
+export const CLOUDEVENTS_SOURCE_PREFIX = '/theme-bridge/tenants/';
+const PAST_TENSE: Readonly<Record<string, string>> = { upsert: 'upserted', delete: 'deleted' };
+
+/**
+ * The CloudEvents attributes of an applied record, in the Kafka binding's binary content mode: the
+ * value stays our JSON applied record, and `ce_*` headers make each record an event any
+ * CloudEvents SDK reads without knowing our schema. Read from the stored key and the exact bytes
+ * serializeAppliedRecord wrote, without parsing the whole record: the action comes before `data`
+ * and the two times close the record; JSON escaping keeps those markers out of any string value.
+ * Undefined for a value of another shape (then the record goes out without them).
+ */
+export function cloudEventHeaders(key: string, eventId: string, payload: string): Record<string, string> | undefined {
+  const [tenant, type] = key.split('/', 2);
+  const action = /,"action":"(upsert|delete)",/.exec(payload)?.[1];
+  const occurredAt = /,"occurred_at":"([^"\\]*)","applied_at":"[^"\\]*"\}$/.exec(payload)?.[1];
+  if (!tenant || !type || action === undefined || occurredAt === undefined) return undefined;
+  return {
+    ce_specversion: '1.0',
+    ce_id: eventId,
+    ce_source: `${CLOUDEVENTS_SOURCE_PREFIX}${tenant}`,
+    ce_type: `${type}.${PAST_TENSE[action]}`,
+    ce_subject: key,
+    ce_time: occurredAt,
+    'content-type': 'application/json',
+  };
+}
+
+/** Headers of an applied record: the event id, where the event was consumed from, and its CloudEvents attributes. */
+export function appliedHeaders(source: {
+  eventId: string;
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string;
+  payload: string;
+}): Record<string, string> {
   return {
     [APPLIED_HEADER_EVENT_ID]: source.eventId,
     [APPLIED_HEADER_SOURCE_TOPIC]: source.topic,
     [APPLIED_HEADER_SOURCE_PARTITION]: String(source.partition),
     [APPLIED_HEADER_SOURCE_OFFSET]: source.offset,
+    ...cloudEventHeaders(source.key, source.eventId, source.payload),
   };
 }

@@ -8,6 +8,8 @@ export {
   APPLIED_HEADER_SOURCE_PARTITION,
   APPLIED_HEADER_SOURCE_TOPIC,
   appliedHeaders,
+  cloudEventHeaders,
+  CLOUDEVENTS_SOURCE_PREFIX,
   buildAppliedRecord,
 } from './applied-record.ts';
 export type { AppliedRecord } from './applied-record.ts';
