@@ -14,6 +14,8 @@ const consoleEnv = z
     /** The ingress's metrics, for answers by status code; default its admin port on this host. */
     INGRESS_METRICS_URL: z.url().optional(),
     INGRESS_ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
+    /** The sources file (as the worker's and the CLI's): the resource page's Reconcile uses its `reconcile` settings. */
+    WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
   })
   .and(kafkaEnv)
   .and(databaseEnv)
@@ -31,6 +33,8 @@ export interface ConsoleConfig {
   group: string;
   ingressMetricsUrl: string;
   logLevel: string;
+  /** WEBHOOK_SOURCES_FILE; unset: no Reconcile on the resource page (it says why). */
+  sourcesFile?: string | undefined;
 }
 
 export function consoleConfigFrom(env: Record<string, string | undefined>): ConsoleConfig {
@@ -46,5 +50,6 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     group: c.CONSUMER_GROUP,
     ingressMetricsUrl: c.INGRESS_METRICS_URL ?? `http://127.0.0.1:${c.INGRESS_ADMIN_PORT}/metrics`,
     logLevel: c.LOG_LEVEL,
+    sourcesFile: c.WEBHOOK_SOURCES_FILE,
   };
 }

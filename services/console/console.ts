@@ -11,6 +11,15 @@ import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import { inboxKeyOf, latestPerEvent } from '#domain/operations/dlq-records.ts';
 import { replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import {
+  createEventsPublisher,
+  createOnDemandReconciler,
+  isNotConfigured,
+  reconcileSourcesFor,
+  type OnDemandReconciler,
+  type ReconcileReport,
+} from '#domain/reconcile/index.ts';
+import { loadReconcileSources, SourcesConfigError } from '#domain/sources/index.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
@@ -19,9 +28,10 @@ import { isRefusal, OperatorGuard, SESSION_COOKIE, sessionIdFrom, type Session }
 import { dlqListPage, dlqRecordPage, parseFilter, replayPreviewPage, replayResultPage, type DlqFilterText } from './pages/dlq.ts';
 import type { PageContext } from './pages/layout.ts';
 import { overviewPage } from './pages/overview.ts';
+import { reconcilePreviewPage, reconcileResultPage, type ReconcileAvailability, type ReconcileTarget } from './pages/reconcile.ts';
 import { resourcePage } from './pages/resource.ts';
 import { refusedPage, searchPage, signInPage } from './pages/search.ts';
-import { filterDlq, loadDlq, loadOverview, loadResource, search, type ConsoleClients } from './readers.ts';
+import { filterDlq, loadDlq, loadOverview, loadResource, search, waitForInboxOutcome, type ConsoleClients } from './readers.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -42,6 +52,47 @@ export interface ConsoleHandle {
 
 /** How long a replay from the page waits for outcomes before it answers. */
 const REPLAY_WAIT_MS = 30_000;
+/** How long a reconcile from the page waits for the worker to settle the published event. */
+const RECONCILE_WAIT_MS = 30_000;
+
+/** The console's on-demand reconciler (as `bridge reconcile`'s), or why there is none. */
+export type ReconcileSetup = { ok: true; reconciler: OnDemandReconciler; file: string } | { ok: false; why: string };
+
+/** Finds the sources the way the CLI does: WEBHOOK_SOURCES_FILE, loadReconcileSources (auth values from env). */
+export function reconcileSetup(config: ConsoleConfig, clients: ConsoleClients, env: Record<string, string | undefined>): ReconcileSetup {
+  const file = config.sourcesFile;
+  if (!file) return { ok: false, why: "WEBHOOK_SOURCES_FILE is not set (the sources file with each source's `reconcile` settings)" };
+  try {
+    const sources = loadReconcileSources(file, env);
+    const reconciler = createOnDemandReconciler({
+      pool: clients.pool,
+      sources,
+      openPublisher: () => createEventsPublisher(clients.kafka, { topic: config.names.events, logger: clients.logger }),
+    });
+    return { ok: true, reconciler, file };
+  } catch (error) {
+    if (error instanceof SourcesConfigError) return { ok: false, why: `the sources file cannot be used: ${error.message}` };
+    throw error;
+  }
+}
+
+export function reconcileAvailability(setup: ReconcileSetup, tenant: string, type: string): ReconcileAvailability {
+  if (!setup.ok) return setup;
+  const owners = reconcileSourcesFor(setup.reconciler.sources, tenant, type);
+  if (owners.length === 0)
+    return { ok: false, why: `no source in ${setup.file} has \`reconcile\` settings for tenant "${tenant}" and type "${type}"` };
+  return { ok: true, sources: owners.map((s) => s.id) };
+}
+
+const reportLog = (r: ReconcileReport) => ({
+  outcome: r.outcome,
+  source: r.source,
+  fetched: r.fetched ? { status: r.fetched.status, version: r.fetched.version } : undefined,
+  stored_version: r.storedVersion,
+  event_id: r.event?.event_id,
+  published: r.published,
+  reason: r.reason,
+});
 
 function text(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
@@ -83,12 +134,14 @@ export function createClients(config: ConsoleConfig, logger: Logger): ConsoleCli
 
 export async function startConsole(
   config: ConsoleConfig,
-  deps: { logger?: Logger; clients?: ConsoleClients } = {},
+  deps: { logger?: Logger; clients?: ConsoleClients; env?: Record<string, string | undefined> } = {},
 ): Promise<ConsoleHandle> {
   const logger = deps.logger ?? createLogger({ name: 'console', level: config.logLevel });
   const owned = deps.clients ? undefined : createClients(config, logger);
   const clients = deps.clients ?? owned!;
   const guard = new OperatorGuard(config.operatorToken);
+  const reconcile = reconcileSetup(config, clients, deps.env ?? process.env);
+  if (!reconcile.ok) logger.info({ reason: reconcile.why }, 'reconcile from the resource page is unavailable');
   const app = express();
   app.disable('x-powered-by');
   app.use(express.urlencoded({ extended: false, limit: '256kb' }));
@@ -155,7 +208,7 @@ export async function startConsole(
         q.tenant && q.type && q.id
           ? await loadResource(clients, { tenant_id: q.tenant, resource_type: q.type, resource_id: q.id })
           : undefined;
-      send(res, resourcePage(ctxOf(req), q, view));
+      send(res, resourcePage(ctxOf(req), q, view, q.tenant && q.type ? reconcileAvailability(reconcile, q.tenant, q.type) : undefined));
     }),
   );
 
@@ -290,6 +343,64 @@ export async function startConsole(
     }),
   );
 
+  app.post(
+    '/resource/reconcile',
+    route(async (req, res) => {
+      const body = req.body as Record<string, unknown>;
+      const target: ReconcileTarget = { tenant: text(body.tenant) ?? '', type: text(body.type) ?? '', id: text(body.id) ?? '' };
+      const source = text(body.source);
+      if (source !== undefined) target.source = source;
+      const asked = { resource: `${target.tenant}/${target.type}/${target.id}`, source };
+      const session = authorize(req);
+      if (isRefusal(session)) {
+        logger.warn({ action: 'reconcile', ...asked, refused: session.reason }, 'console action refused');
+        return void send(res, refusedPage(ctxOf(req), session.reason), session.status);
+      }
+      if (!target.tenant || !target.type || !target.id)
+        return void send(res, refusedPage(ctxOf(req), 'give a tenant, a type and an id to reconcile'), 400);
+      const availability = reconcileAvailability(reconcile, target.tenant, target.type);
+      if (!availability.ok || !reconcile.ok) {
+        const why = availability.ok ? 'reconcile is not configured' : availability.why;
+        logger.warn({ action: 'reconcile', operator: session.operator, ...asked, refused: why }, 'console action refused');
+        return void send(res, refusedPage(ctxOf(req), `No reconcile: ${why}`), 400);
+      }
+      const dryRun = body.confirm !== 'yes';
+      const action = dryRun ? 'reconcile-preview' : 'reconcile';
+      if (!dryRun) logger.info({ action, operator: session.operator, ...asked }, 'reconcile started');
+      let report: ReconcileReport;
+      try {
+        report = await reconcile.reconciler.reconcile({
+          tenantId: target.tenant,
+          type: target.type,
+          id: target.id,
+          dryRun,
+          ...(source === undefined ? {} : { sourceId: source }),
+        });
+      } catch (error) {
+        if (!isNotConfigured(error)) throw error;
+        logger.warn({ action, operator: session.operator, ...asked, refused: error.message }, 'console action refused');
+        return void send(res, refusedPage(ctxOf(req), `No reconcile: ${error.message}`), 400);
+      }
+      if (dryRun) {
+        logger.info({ action, operator: session.operator, ...asked, ...reportLog(report) }, 'reconcile previewed');
+        return void send(res, reconcilePreviewPage(ctxOf(req), target, report));
+      }
+      const settled =
+        report.published && report.event
+          ? ((await waitForInboxOutcome(
+              clients.pool,
+              { tenant_id: target.tenant, event_id: report.event.event_id },
+              RECONCILE_WAIT_MS,
+            )) ?? {
+              status: 'timeout' as const,
+              reason: `not settled within ${RECONCILE_WAIT_MS} ms (is a worker running for group ${config.group}?)`,
+            })
+          : undefined;
+      logger.info({ action, operator: session.operator, ...asked, ...reportLog(report), settled: settled?.status }, 'reconcile done');
+      send(res, reconcileResultPage(ctxOf(req), target, report, settled));
+    }),
+  );
+
   const server: http.Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(s)));
   });
@@ -303,6 +414,7 @@ export async function startConsole(
     close: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      if (reconcile.ok) await reconcile.reconciler.close();
       await owned?.close();
     },
   };

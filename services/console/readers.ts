@@ -6,6 +6,7 @@ import { filterEntries, type DlqEntry } from '#domain/operations/dlq-records.ts'
 import { inboxStatuses, readDlq, type InboxStatus } from '#domain/operations/dlq-replay.ts';
 import { retryWaiting, type RetryTopicWaiting } from '#domain/operations/retry-waiting.ts';
 import { resourceTrace, type ResourceTrace } from '#domain/operations/trace.ts';
+import { selectInboxStatuses } from '#domain/store/inbox.ts';
 import { countUnpublishedOutbox, oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import {
   searchInbox,
@@ -86,6 +87,23 @@ export async function loadOverview(clients: ConsoleClients, config: ConsoleConfi
 export interface ResourceView {
   trace: Part<ResourceTrace>;
   applied: Part<AppliedValueRow[]>;
+}
+
+const SETTLING = new Set(['received', 'retrying']);
+
+/** Waits until the worker settles an event (any inbox status but received or retrying); undefined after timeoutMs. */
+export async function waitForInboxOutcome(
+  pool: pg.Pool,
+  key: { tenant_id: string; event_id: string },
+  timeoutMs: number,
+): Promise<{ status: string; reason: string | null } | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [row] = await selectInboxStatuses(pool, [key]);
+    if (row && !SETTLING.has(row.status)) return { status: row.status, reason: row.reason };
+    if (Date.now() >= deadline) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
 
 export async function loadResource(clients: ConsoleClients, resource: ResourceRef): Promise<ResourceView> {

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { loadReconcileSources } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
@@ -17,6 +19,7 @@ import {
   type Harness,
 } from '../contract/harness.ts';
 import { testBrokers } from '../helpers/kafka.ts';
+import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
 
 // The console in a real browser (Debian's chromium, driven by playwright-core) against a running
 // ingress and worker on the real broker and Postgres, with real signed traffic.
@@ -24,20 +27,42 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = path.join(import.meta.dirname, 'artifacts');
 const TOKEN = 'console-test-operator-token';
 const TENANT = 'tenant_console';
+// Owned by a source with `reconcile` (TENANT is not: its resources are never pulled).
+const TENANT_R = 'tenant_console_rec';
+const PROVIDER_TOKEN = 'console-test-provider-token';
 
 describe('the console in a browser', () => {
   let harness: Harness;
   let consoleHandle: ConsoleHandle;
   let browser: Browser;
   let page: Page;
+  let api: ProviderApi;
+  const providerEnv = { PROVIDER_TOKEN };
   const resourceId = freshId('thm');
   const doomedId = freshId('thm');
   const doomedEvent = sampleEvent(TENANT, doomedId, 1, { event_id: freshEventId() });
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
+    // The provider's API (a real HTTP server) and the sources file the console and the worker read.
+    api = await startProviderApi();
+    const sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'console-sources-')), 'sources.json');
+    writeFileSync(
+      sourcesFile,
+      JSON.stringify({
+        sources: [
+          {
+            id: 'src-console',
+            secrets: [{ id: 'k1', env: 'UNUSED_SIGNING_SECRET' }],
+            tenants: [TENANT_R],
+            reconcile: { url: `${api.url}/api/{tenant}/{type}s/{id}`, auth: { env: 'PROVIDER_TOKEN', prefix: 'Bearer ' } },
+          },
+        ],
+      }),
+    );
     harness = await startHarness({
-      sources: [hmacSource('src-console', SECRET_A, [TENANT])],
+      sources: [hmacSource('src-console', SECRET_A, [TENANT, TENANT_R])],
+      worker: { reconcile: { concurrency: 1, queueLimit: 100, sources: loadReconcileSources(sourcesFile, providerEnv) } },
       // The first attempt at this resource fails for good: it is dead-lettered; a replay applies it.
       faults: [`permanent:${TENANT}/theme/${doomedId}:1`],
     });
@@ -66,9 +91,11 @@ describe('the console in a browser', () => {
       group: harness.groupId,
       ingressMetricsUrl: `${harness.ingress.adminUrl}/metrics`,
       logLevel: 'silent',
+      sourcesFile,
     };
     consoleHandle = await startConsole(config, {
       logger: createLogger({ name: 'console-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+      env: providerEnv,
     });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
@@ -78,6 +105,7 @@ describe('the console in a browser', () => {
     await browser?.close();
     await consoleHandle?.close();
     await harness?.close();
+    await api?.close();
   });
 
   it('overview: the counts by outcome are the inbox counts', async () => {
@@ -174,6 +202,68 @@ describe('the console in a browser', () => {
     await page.goto(`${consoleHandle.url}/dlq?tenant=${TENANT}`);
     expect(await row.locator('[data-col="inbox"]').textContent()).toBe('applied');
     await page.screenshot({ path: path.join(ARTIFACTS, 'dlq.png'), fullPage: true });
+  });
+
+  it('resource: an operator reconciles from the page after a dry-run preview; the state reaches the provider version', async () => {
+    // No source with `reconcile` owns TENANT: no button, and the page says why.
+    await page.goto(`${consoleHandle.url}/resource?tenant=${TENANT}&type=theme&id=${resourceId}`);
+    expect(await page.getByRole('button', { name: 'Preview reconcile' }).count()).toBe(0);
+    expect(await page.locator('[data-testid="reconcile-unavailable"]').textContent()).toContain(`tenant "${TENANT}"`);
+
+    const id = freshId('thm');
+    const first = sampleEvent(TENANT_R, id, 1, { event_id: freshEventId(), event_type: 'theme.created' } as never);
+    expect((await harness.post('src-console', body(first))).status).toBe(202);
+    await waitFor('v1 applied', async () => (await harness.state(TENANT_R, id))?.version === 1, 30_000);
+    await harness.settle();
+    const pulled = { ...first.data, name: 'pulled from the provider v4' };
+    api.replies.set(`/api/${TENANT_R}/themes/${id}`, { status: 200, body: { version: 4, data: pulled } });
+
+    const inboxOf = async () =>
+      (
+        await harness.db.pool.query<{ event_id: string; status: string; source: string; reconcile_trigger: string | null }>(
+          `SELECT event_id, status, source, reconcile_trigger FROM inbox_events WHERE tenant_id = $1 AND resource_id = $2 ORDER BY event_id`,
+          [TENANT_R, id],
+        )
+      ).rows;
+    const inboxBefore = await inboxOf();
+    const stateBefore = await harness.state(TENANT_R, id);
+    const eventsBefore = await harness.eventsCount();
+
+    // Signed in already (the DLQ test): the button is there.
+    await page.goto(`${consoleHandle.url}/resource?tenant=${TENANT_R}&type=theme&id=${id}`);
+    expect(await page.locator('[data-testid="operator"]').textContent()).toBe('ada');
+    await page.getByRole('button', { name: 'Preview reconcile' }).click();
+    expect(await page.locator('[data-testid="reconcile-summary"]').textContent()).toContain('Dry run');
+    expect(await page.locator('[data-testid="reconcile-outcome"]').textContent()).toBe('applied');
+    expect(await page.locator('[data-testid="reconcile-fetched"]').textContent()).toContain('200, version 4');
+    expect(await page.locator('[data-testid="reconcile-event"]').textContent()).toContain('would publish');
+    expect(await page.locator('[data-testid="reconcile-data"]').textContent()).toContain('pulled from the provider v4');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'reconcile-preview.png'), fullPage: true });
+    // The preview asked the API (with the source's credentials) and changed nothing.
+    expect(api.requests.filter((r) => r.path.includes(id)).map((r) => r.authorization)).toEqual([`Bearer ${PROVIDER_TOKEN}`]);
+    expect(await harness.eventsCount()).toBe(eventsBefore);
+    expect(await inboxOf()).toEqual(inboxBefore);
+    expect(await harness.state(TENANT_R, id)).toEqual(stateBefore);
+
+    await page.getByRole('button', { name: 'Reconcile now' }).click();
+    expect(await page.locator('[data-testid="reconcile-outcome"]').textContent()).toBe('applied');
+    expect(await page.locator('[data-testid="reconcile-settled"]').textContent()).toBe('applied');
+    expect(await harness.state(TENANT_R, id)).toMatchObject({ version: 4, data: { name: 'pulled from the provider v4' } });
+    const pulledRows = (await inboxOf()).filter((r) => r.source === 'reconcile');
+    expect(pulledRows).toMatchObject([{ status: 'applied', reconcile_trigger: 'operator' }]);
+
+    // The outcome page names the event, from `reconcile` with trigger `operator` (as the CLI's).
+    const eventText = await page.locator('[data-testid="reconcile-event"]').innerText();
+    expect(eventText).toContain(`published ${pulledRows[0]!.event_id}`);
+    expect(eventText).toContain('from reconcile, trigger operator');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'reconcile-result.png'), fullPage: true });
+
+    // The timeline shows that event applied, and the state at v4.
+    await page.getByRole('link', { name: 'Back to the resource' }).click();
+    expect(await page.locator('[data-testid="state-version"] strong').textContent()).toBe('4');
+    const row = page.locator(`[data-testid="timeline"] tr[data-event-id="${pulledRows[0]!.event_id}"]`);
+    expect(await row.locator('[data-col="status"]').textContent()).toBe('applied');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'reconcile-done.png'), fullPage: true });
   });
 
   it('is readable in a narrow window', async () => {

@@ -1,10 +1,13 @@
-import { createEventsPublisher, Reconciler, type ReconcileReport } from '#domain/reconcile/index.ts';
+import {
+  createEventsPublisher,
+  isNotConfigured,
+  ON_DEMAND_DONE,
+  reconcileOnDemand,
+  type ReconcileReport,
+} from '#domain/reconcile/index.ts';
 import { loadReconcileSources, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
-import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { CommandFailed, flag, stringOption, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
-
-const DONE = new Set(['applied', 'stale', 'gone']);
 
 export const reconcileCommand: CommandSpec = {
   path: ['reconcile'],
@@ -39,29 +42,29 @@ export const reconcileCommand: CommandSpec = {
       if (error instanceof SourcesConfigError) throw new CommandFailed(error.message);
       throw error;
     }
-    const publisher = dryRun ? undefined : createEventsPublisher(ctx.kafka(), { topic: ctx.topicNames().events, logger: ctx.logger });
-    if (publisher) ctx.onClose(() => publisher.close());
-    const reconciler = new Reconciler({
-      pool: ctx.pool(),
-      sources,
-      publish: publisher ? publisher.publish : () => Promise.reject(new Error('dry run publishes nothing')),
-    });
+    // Config for the events topic is read up front (a bad KAFKA_BROKERS fails before any request);
+    // the producer itself opens only when there is something to publish.
+    const kafka = dryRun ? undefined : ctx.kafka();
+    const topic = dryRun ? undefined : ctx.topicNames().events;
     let report: ReconcileReport;
     try {
-      report = await reconciler.reconcile({
-        tenantId,
-        type,
-        id,
-        trigger: 'operator',
-        dryRun,
-        ...(sourceId === undefined ? {} : { sourceId }),
-      });
+      report = await reconcileOnDemand(
+        {
+          pool: ctx.pool(),
+          sources,
+          openPublisher: () => {
+            if (!kafka || !topic) throw new Error('dry run publishes nothing');
+            return createEventsPublisher(kafka, { topic, logger: ctx.logger });
+          },
+        },
+        { tenantId, type, id, dryRun, ...(sourceId === undefined ? {} : { sourceId }) },
+      );
     } catch (error) {
-      if (error instanceof BridgeError && error.code === 'reconcile_not_configured') throw new CommandFailed(error.message);
+      if (isNotConfigured(error)) throw new CommandFailed(error.message);
       throw error;
     }
     const data = reportJson(report, dryRun);
-    if (!DONE.has(report.outcome))
+    if (!ON_DEMAND_DONE.has(report.outcome))
       throw new CommandFailed(`${report.resourceKey}: ${report.outcome} (${report.reason ?? 'no reason'})`, data);
     ctx.out.result(data, describe(report, dryRun));
   },

@@ -2,6 +2,7 @@ import { diffSnapshots } from '../diff.ts';
 import { html, query } from '../html.ts';
 import type { ResourceView } from '../readers.ts';
 import { page, problems, type PageContext } from './layout.ts';
+import { reconcileSection, type ReconcileAvailability } from './reconcile.ts';
 
 export interface ResourceQuery {
   tenant: string;
@@ -29,7 +30,12 @@ function dataOf(payload: string): unknown {
   }
 }
 
-export function resourcePage(ctx: PageContext, q: Partial<ResourceQuery>, view: ResourceView | undefined): string {
+export function resourcePage(
+  ctx: PageContext,
+  q: Partial<ResourceQuery>,
+  view: ResourceView | undefined,
+  reconcile?: ReconcileAvailability,
+): string {
   if (!view || !q.tenant || !q.type || !q.id) return page('Resource', ctx, resourceForm(q));
   const { trace, applied } = view;
   const key = `${q.tenant}/${q.type}/${q.id}`;
@@ -45,6 +51,7 @@ export function resourcePage(ctx: PageContext, q: Partial<ResourceQuery>, view: 
         </option>`,
     );
   const body = html` ${resourceForm(q)} ${problems([trace.ok ? undefined : trace.problem, applied.ok ? undefined : applied.problem])}
+    ${reconcile ? reconcileSection(ctx, { tenant: q.tenant, type: q.type, id: q.id }, reconcile) : ''}
     ${trace.ok && !trace.value.known ? html`<p role="status">Nothing known about <code>${key}</code>: no state and no events.</p>` : ''}
     ${
       trace.ok && trace.value.known

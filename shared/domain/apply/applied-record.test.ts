@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { appliedRecordSchema, eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { Kafka, type KafkaEvent, type KafkaMessage } from 'cloudevents';
 import {
   appliedHeaders,
@@ -104,5 +104,20 @@ describe('CloudEvents headers of an applied record (Kafka binding, binary conten
 
   it('leaves them out for a value of another shape', () => {
     expect(cloudEventHeaders('tenant_acme/theme/x', 'evt_1', '{"hello":"world"}')).toBeUndefined();
+  });
+});
+
+describe('the applied record contract (appliedRecordSchema, the JSON Schema and AsyncAPI source)', () => {
+  it('every record the apply path writes conforms, upserts and deletes', () => {
+    for (const envelope of [sampleThemeEvent(), sampleThemeEvent({ event_type: 'theme.deleted', data: {} })]) {
+      const event = parsed(envelope);
+      const bytes = serializeAppliedRecord(
+        event,
+        '2026-12-01T10:00:00.000Z',
+        event.action === 'delete' ? null : JSON.stringify(envelope.data),
+      );
+      expect(appliedRecordSchema.safeParse(JSON.parse(bytes)).success).toBe(true);
+    }
+    expect(appliedRecordSchema.safeParse({ event_id: 'e' }).success).toBe(false);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { appliedRecordSchema } from './applied-record-schema.ts';
 import { eventEnvelopeSchema } from './envelope.ts';
 import { themeSnapshotSchema } from './theme-snapshot.ts';
 
@@ -15,6 +16,7 @@ export function renderJsonSchemas(): SchemaFile[] {
   return [
     { fileName: 'envelope.v1.schema.json', content: render(eventEnvelopeSchema) },
     { fileName: 'theme-snapshot.v1.schema.json', content: render(themeSnapshotSchema) },
+    { fileName: 'applied-record.v1.schema.json', content: render(appliedRecordSchema) },
   ];
 }
 

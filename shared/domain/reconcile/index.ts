@@ -15,3 +15,14 @@ export {
 export { TokenBucket } from './token-bucket.ts';
 export { reconcileTriggerFor } from './triggers.ts';
 export { expandUrlTemplate, type ResourceRefValues } from './url-template.ts';
+export {
+  createOnDemandReconciler,
+  isNotConfigured,
+  ON_DEMAND_DONE,
+  ON_DEMAND_TRIGGER,
+  reconcileOnDemand,
+  reconcileSourcesFor,
+  type OnDemandOptions,
+  type OnDemandReconciler,
+  type OnDemandRequest,
+} from './on-demand.ts';
