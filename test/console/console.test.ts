@@ -263,6 +263,7 @@ describe('the console in a browser', () => {
     expect(await page.locator('[data-testid="state-version"] strong').textContent()).toBe('4');
     const row = page.locator(`[data-testid="timeline"] tr[data-event-id="${pulledRows[0]!.event_id}"]`);
     expect(await row.locator('[data-col="status"]').textContent()).toBe('applied');
+    expect(await row.locator('[data-col="from"]').textContent()).toBe('reconcile (operator)');
     await page.screenshot({ path: path.join(ARTIFACTS, 'reconcile-done.png'), fullPage: true });
   });
 

@@ -78,6 +78,7 @@ export function resourcePage(
                       <th scope="col">type</th>
                       <th scope="col">version</th>
                       <th scope="col">status</th>
+                      <th scope="col">from</th>
                       <th scope="col">reason</th>
                       <th scope="col">attempts</th>
                       <th scope="col">kafka</th>
@@ -93,6 +94,7 @@ export function resourcePage(
                           <td>${e.event_type}</td>
                           <td>${e.version}</td>
                           <td data-col="status"><span class="status status-${e.status}">${e.status}</span></td>
+                          <td data-col="from">${e.reconcile_trigger ? `${e.source ?? 'reconcile'} (${e.reconcile_trigger})` : e.source}</td>
                           <td>${e.duplicate_of ? `${e.reason ?? ''} of ${e.duplicate_of}` : (e.reason ?? e.last_error)}</td>
                           <td data-col="attempts">${e.attempts}</td>
                           <td>${e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : ''}</td>

@@ -51,6 +51,8 @@ export async function resourceTrace(pool: Queryable, resource: ResourceRef) {
     received_at: iso(e.received_at),
     first_seen_at: iso(e.first_seen_at),
     updated_at: iso(e.updated_at),
+    source: e.source as string | null,
+    reconcile_trigger: e.reconcile_trigger as string | null,
   }));
   const anomaliesOut = anomalies.map((a) => ({
     event_id: a.event_id as string,

@@ -129,6 +129,10 @@ export interface ResourceEventRow {
   received_at: Date | null;
   first_seen_at: Date;
   updated_at: Date;
+  /** The webhook source it came through, or `reconcile` for a pulled snapshot (null on rows older than migration 0007). */
+  source: string | null;
+  /** Why it was pulled, for a reconciled snapshot (gap, unseen, quarantine, operator). */
+  reconcile_trigger: string | null;
 }
 
 /** Every event seen for one resource, newest first: by when the bridge received it, then by
@@ -138,7 +142,7 @@ export async function selectResourceEvents(client: Queryable, resource: Resource
     text: `
       SELECT event_id, event_type, status, resource_version, reason, attempts, delivery_attempt, last_error, duplicate_of,
              idempotency_key, body_sha256, source_topic, source_partition, source_offset,
-             occurred_at, received_at, first_seen_at, updated_at
+             occurred_at, received_at, first_seen_at, updated_at, source, reconcile_trigger
       FROM inbox_events
       WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
       ORDER BY COALESCE(received_at, first_seen_at) DESC, resource_version DESC NULLS LAST, event_id`,
