@@ -119,6 +119,9 @@ describe('the console in a browser', () => {
     expect(await cell('duplicate')).toBe((inbox.get('duplicate') ?? 0) + (inbox.get('duplicate_version') ?? 0));
     expect(await cell('stale')).toBe(inbox.get('stale') ?? 0);
     expect(await cell('dead-lettered')).toBe(inbox.get('dead_lettered') ?? 0);
+    // A quarantined delivery has an anomaly row, not an inbox row of its own.
+    const { rows: anomalies } = await harness.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_anomalies');
+    expect(await cell('quarantined')).toBe(anomalies[0]!.n);
     expect(await cell('applied')).toBe(3);
     expect(await cell('dead-lettered')).toBe(1);
     // The charts are drawn by uPlot, served by the console itself.

@@ -7,6 +7,7 @@ export const OUTCOMES = [
   { name: 'applied', statuses: ['applied'] },
   { name: 'duplicate', statuses: ['duplicate', 'duplicate_version'] },
   { name: 'stale', statuses: ['stale'] },
+  // Counted from the anomaly rows (shared/domain/store/operator-views.ts).
   { name: 'quarantined', statuses: ['quarantined'] },
   { name: 'retrying', statuses: ['retrying'] },
   { name: 'dead-lettered', statuses: ['dead_lettered'] },

@@ -10,13 +10,23 @@ export interface OutcomeMinuteRow {
   count: number;
 }
 
+// A quarantined delivery (an event id seen before with other content) has no inbox row of its own:
+// the anomaly row is its record, so both views count those rows as `quarantined`.
+
 /** Events received per minute over the last `minutes`, by their inbox status now. */
 export async function selectOutcomesPerMinute(client: Queryable, minutes: number): Promise<OutcomeMinuteRow[]> {
   const { rows } = await client.query<OutcomeMinuteRow>({
     text: `
-      SELECT date_trunc('minute', COALESCE(received_at, first_seen_at)) AS minute, status, count(*)::int AS count
-      FROM inbox_events
-      WHERE COALESCE(received_at, first_seen_at) >= date_trunc('minute', now()) - make_interval(mins => $1)
+      SELECT minute, status, count(*)::int AS count
+      FROM (
+        SELECT date_trunc('minute', COALESCE(received_at, first_seen_at)) AS minute, status
+        FROM inbox_events
+        WHERE COALESCE(received_at, first_seen_at) >= date_trunc('minute', now()) - make_interval(mins => $1)
+        UNION ALL
+        SELECT date_trunc('minute', detected_at), 'quarantined'
+        FROM inbox_anomalies
+        WHERE detected_at >= date_trunc('minute', now()) - make_interval(mins => $1)
+      ) AS seen
       GROUP BY 1, 2
       ORDER BY 1, 2`,
     values: [minutes],
@@ -32,7 +42,11 @@ export interface StatusCountRow {
 /** Every inbox row by status (all time). */
 export async function selectStatusCounts(client: Queryable): Promise<StatusCountRow[]> {
   const { rows } = await client.query<StatusCountRow>({
-    text: `SELECT status, count(*)::int AS count FROM inbox_events GROUP BY status ORDER BY status`,
+    text: `
+      SELECT status, count(*)::int AS count
+      FROM (SELECT status FROM inbox_events UNION ALL SELECT 'quarantined' FROM inbox_anomalies) AS seen
+      GROUP BY status
+      ORDER BY status`,
   });
   return rows;
 }
