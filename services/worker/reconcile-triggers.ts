@@ -46,9 +46,12 @@ export function startWorkerReconcile(options: {
       const sourceId = sourceHeader(result.record.headers);
       const source = sourceId === undefined ? undefined : bySource.get(sourceId);
       if (!source || !result.resource || !result.resourceKey) continue;
+      const { tenantId, type, id } = result.resource;
+      // Only for what this source's API answers for (its tenants and resource types, as in the
+      // worker's sources file): the ingress may know the same source id with a wider tenant list.
+      if (!source.tenants.includes(tenantId) || !source.resourceTypes.includes(type)) continue;
       const trigger = reconcileTriggerFor(result, source.reconcile.maxVersionGap);
       if (trigger === undefined) continue;
-      const { tenantId, type, id } = result.resource;
       const fields = { resource_key: result.resourceKey, trigger, source: source.id, event_id: result.eventId, version: result.version };
       const queued = queue.enqueue({
         key: result.resourceKey,

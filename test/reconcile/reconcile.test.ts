@@ -10,6 +10,8 @@ import { testBrokers } from '../helpers/kafka.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
 
 const TENANT = 'tenant_acme';
+// The ingress lets source "prov" publish for this tenant too, but its reconcile settings do not cover it.
+const OTHER_TENANT = 'tenant_not_reconciled';
 const TOKEN = 'provider-api-token-for-tests';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
 
@@ -38,7 +40,7 @@ let h: Harness;
 beforeAll(async () => {
   api = await startProviderApi();
   h = await startHarness({
-    sources: [hmacSource('prov', SECRET_A, [TENANT]), hmacSource('flaky', SECRET_A, [TENANT])],
+    sources: [hmacSource('prov', SECRET_A, [TENANT, OTHER_TENANT]), hmacSource('flaky', SECRET_A, [TENANT])],
     worker: {
       reconcile: {
         concurrency: 2,
@@ -103,6 +105,18 @@ describe('push, then pull', () => {
     await post('prov', event(id, 3, 'updated'));
     await waitFor('pulled v4 applied', async () => (await h.state(TENANT, id))?.version === 4, 30_000);
     expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['unseen']);
+  });
+
+  it("never pulls for a tenant the source's reconcile settings do not cover (regression: the console test saw an extra pull)", async () => {
+    const id = freshId('thm');
+    api.replies.set(`/api/${OTHER_TENANT}/themes/${id}`, { status: 200, body: { version: 9, data: data('must not be pulled') } });
+    const unseen = { ...event(id, 3, 'updated'), tenant_id: OTHER_TENANT };
+    await post('prov', unseen);
+    await waitFor('v3 applied', async () => (await h.state(OTHER_TENANT, id))?.version === 3, 30_000);
+    // A pull would be queued right after the commit; give it time to show up if it were.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(api.requests.filter((r) => r.path.includes(id))).toEqual([]);
+    expect((await h.state(OTHER_TENANT, id))?.version).toBe(3);
   });
 
   it('a quarantined anomaly pulls the provider truth', async () => {
