@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { startAdminServer } from '#plumbing/observability/admin-server.ts';
+import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { ingressDefaults } from './config.ts';
 import { BodyBudget } from './http-input.ts';
@@ -51,6 +52,8 @@ export interface IngressDeps {
   kafka?: Kafka;
   /** Unix seconds; tests move the clock to exercise the timestamp window. */
   nowSeconds?: () => number;
+  /** OpenTelemetry (main.ts builds it from the OTEL_* variables); off by default. */
+  tracing?: Tracing;
 }
 
 export interface IngressHandle {
@@ -110,6 +113,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     publisher,
     metrics,
     logger,
+    tracing: deps.tracing ?? TRACING_OFF,
+    topic: config.topic,
   });
 
   const app = express();

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ParseEventOptions } from '#domain/contract/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { SpanKind, SpanStatusCode, type Span, type Tracing } from '#plumbing/observability/tracing.ts';
 import { readRawBody, releaseBody, type BodyBudget } from './http-input.ts';
 import type { IngressMetrics } from './metrics.ts';
 import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './pipeline/answer.ts';
@@ -22,6 +23,10 @@ export interface WebhookHandlerOptions {
   publisher: EventPublisher;
   metrics: IngressMetrics;
   logger: Logger;
+  /** When enabled: a server span per request (continuing the provider's traceparent), verify and publish spans. */
+  tracing: Tracing;
+  /** The events topic (span names and attributes). */
+  topic: string;
 }
 
 const INTERNAL_ERROR: Rejection = { kind: 'internal_error' };
@@ -77,14 +82,17 @@ export class WebhookHandler {
     const started = performance.now();
     const receivedAt = new Date();
     this.activeCount += 1;
+    // Only with tracing on: off, the request path builds no span, context or header.
+    const span = this.options.tracing.enabled ? this.startRequestSpan(req, sourceId) : undefined;
     try {
-      const answer = await this.decide(req, sourceId, receivedAt);
-      if (answer) this.respond(req, res, sourceId, started, answer);
+      const answer = await this.decide(req, sourceId, receivedAt, span);
+      if (answer) this.respond(req, res, sourceId, started, answer, span);
       else this.requestLog.info({ source: this.options.sources.label(sourceId), reason: 'client_aborted' }, 'webhook');
     } catch (error) {
       this.options.logger.error({ err: error, source: sourceId }, 'unexpected error handling a webhook');
-      if (!res.headersSent) this.respond(req, res, sourceId, started, rejectionAnswer(INTERNAL_ERROR));
+      if (!res.headersSent) this.respond(req, res, sourceId, started, rejectionAnswer(INTERNAL_ERROR), span);
     } finally {
+      span?.end();
       releaseBody(req, this.options.budget);
       this.activeCount -= 1;
       if (this.activeCount === 0) this.idle?.();
@@ -92,7 +100,30 @@ export class WebhookHandler {
   }
 
   /** undefined: the client went away before its body was in, and nobody is left to answer. */
-  private async decide(req: IncomingMessage, sourceId: string, receivedAt: Date): Promise<Answer | undefined> {
+  /** The request's server span: a child of the provider's span when it sent a W3C traceparent. */
+  private startRequestSpan(req: IncomingMessage, sourceId: string): Span {
+    const tracing = this.options.tracing;
+    const traceparent = req.headers.traceparent;
+    const tracestate = req.headers.tracestate;
+    const parent =
+      typeof traceparent === 'string'
+        ? tracing.extract({ traceparent, tracestate: typeof tracestate === 'string' ? tracestate : undefined })
+        : undefined;
+    return tracing.startSpan(
+      'POST /webhooks/:source',
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'http.request.method': 'POST',
+          'http.route': '/webhooks/:source',
+          'bridge.source': this.options.sources.label(sourceId),
+        },
+      },
+      parent,
+    );
+  }
+
+  private async decide(req: IncomingMessage, sourceId: string, receivedAt: Date, span: Span | undefined): Promise<Answer | undefined> {
     const options = this.options;
     const delivery = preflight(this.preflightOptions, sourceId, req.headersDistinct, req.complete, this.closing);
     if ('kind' in delivery) return this.reject(delivery, sourceId);
@@ -102,11 +133,32 @@ export class WebhookHandler {
       const refused = bodyRejection(read);
       return refused === undefined ? undefined : this.reject(refused, sourceId);
     }
+    const verifySpan = span && options.tracing.startSpan('verify', { kind: SpanKind.INTERNAL }, options.tracing.contextOf(span));
     const verified = verify(delivery, read.body, options.nowSeconds, options.metrics);
+    if (verifySpan) endStep(verifySpan, 'kind' in verified ? verified.kind : undefined);
     if ('kind' in verified) return this.reject(verified, sourceId);
     const event = parseAndMatch(delivery, verified, read.body, receivedAt, this.parseOptions);
     if ('kind' in event) return this.reject(event, sourceId);
-    const refused = await publish(options.publisher, event, read.body);
+    if (span === undefined) {
+      const refused = await publish(options.publisher, event, read.body);
+      return refused === undefined ? acceptedAnswer(event) : this.reject(refused, sourceId);
+    }
+    // The producer span's context travels in the record headers: the worker's apply continues it.
+    const publishSpan = options.tracing.startSpan(
+      `send ${options.topic}`,
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: {
+          'messaging.system': 'kafka',
+          'messaging.operation.type': 'send',
+          'messaging.destination.name': options.topic,
+          'bridge.event_id': event.eventId,
+        },
+      },
+      options.tracing.contextOf(span),
+    );
+    const refused = await publish(options.publisher, { ...event, ...options.tracing.inject(publishSpan) }, read.body);
+    endStep(publishSpan, refused?.kind);
     return refused === undefined ? acceptedAnswer(event) : this.reject(refused, sourceId);
   }
 
@@ -115,7 +167,7 @@ export class WebhookHandler {
     return rejectionAnswer(rejection);
   }
 
-  private respond(req: IncomingMessage, res: ServerResponse, sourceId: string, started: number, answer: Answer): void {
+  private respond(req: IncomingMessage, res: ServerResponse, sourceId: string, started: number, answer: Answer, span?: Span): void {
     res.writeHead(answer.status, answerHeaders(answer, this.retryAfter, this.closing)).end(answer.body);
     if (answer.closeConnection && !req.complete) {
       // The unread rest of the body would otherwise be read and discarded up to requestTimeout.
@@ -138,8 +190,20 @@ export class WebhookHandler {
       delivery_attempt: event?.deliveryAttempt,
       latency_ms: Math.round(latencyMs * 100) / 100,
       body_sha256: answer.bodySha256,
+      trace_id: span?.spanContext().traceId,
     };
+    if (span) {
+      span.setAttribute('http.response.status_code', answer.status);
+      span.setAttribute('bridge.reason', answer.reason);
+      if (answer.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    }
     if (answer.status >= 500) this.requestLog.warn(line, 'webhook');
     else this.requestLog.info(line, 'webhook');
   }
+}
+
+/** Ends a pipeline step's span, failed with the rejection's kind when there is one. */
+function endStep(span: Span, rejection: string | undefined): void {
+  if (rejection !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: rejection });
+  span.end();
 }

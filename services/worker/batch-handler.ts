@@ -53,6 +53,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         stored_version: result.storedVersion,
         body_sha256: result.bodySha256,
         reason: result.reason,
+        trace_id: result.traceId,
       };
       if (result.outcome === 'quarantined') eventLogger.warn(fields, 'anomaly: event_id seen before with different content');
       else if (result.outcome === 'invalid') eventLogger.warn(fields, 'invalid event');

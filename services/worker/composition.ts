@@ -8,6 +8,7 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import type { WorkerConfig } from './config.ts';
 import { createCrashPoints, type CrashPoints } from './crash-points.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
@@ -34,6 +35,9 @@ export interface WorkerDeps {
   onFatal?: (error: unknown) => void;
   /** Skip the admin HTTP server (benchmarks, tests that run several workers). */
   adminServer?: boolean;
+  /** OpenTelemetry (main.ts builds it from the OTEL_* variables); off by default. The relay thread
+   * builds its own from the same variables when this is enabled. */
+  tracing?: Tracing;
 }
 
 export interface WorkerParts {
@@ -51,6 +55,7 @@ export interface WorkerParts {
   consumer: Consumer;
   /** For the partition layout of the applied topic (the inline relay) and nothing else. */
   metadataAdmin: Admin;
+  tracing: Tracing;
 }
 
 export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): WorkerParts {
@@ -70,7 +75,9 @@ export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): Work
   const failureSettings = config.failures ?? defaultFailureSettings;
   const faults = new FaultInjector(failureSettings.faults);
   if (faults.enabled) logger.warn({ faults: failureSettings.faults }, 'FAULT_INJECT is set: injecting test failures');
-  const applier = deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool }, faults) : new SnapshotApplier({ pool }));
+  const tracing = deps.tracing ?? TRACING_OFF;
+  const applier =
+    deps.applier ?? (faults.enabled ? new FaultInjectingApplier({ pool, tracing }, faults) : new SnapshotApplier({ pool, tracing }));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId, logger });
   const consumer = kafka.consumer({
     groupId: config.groupId,
@@ -91,6 +98,7 @@ export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): Work
     kafka,
     consumer,
     metadataAdmin: kafka.admin(),
+    tracing,
   };
 }
 
@@ -117,6 +125,7 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
         transactionalId: relayTransactionalId(config),
         ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
         crashAfter: config.crashAfter,
+        tracing: parts.tracing.enabled,
       },
       { logger, metrics, onFatal },
     );
@@ -138,6 +147,7 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
     sendTimeoutMs: config.relaySendTimeoutMs,
     logger: relayLogger,
     onPublished: (count) => metrics.relayPublished.inc(count),
+    tracing: parts.tracing,
     crashPoints: parts.crashPoints,
   });
   relay.start();

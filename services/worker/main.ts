@@ -1,5 +1,6 @@
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
+import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
 import { SourcesConfigError } from '#domain/sources/index.ts';
 import { workerConfigFromEnv, workerEnvSchema, type WorkerConfig } from './config.ts';
 import { startWorker, type WorkerHandle } from './worker.ts';
@@ -14,6 +15,7 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ name: 'worker', level: config.logLevel });
+const tracing = startTracingOrExit(process.env, 'worker');
 
 let stopping = false;
 let worker: WorkerHandle | undefined;
@@ -22,13 +24,16 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) return;
     stopping = true;
     if (worker === undefined) process.exit(0);
-    worker.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        console.error(error);
-        process.exit(1);
-      },
-    );
+    worker
+      .close()
+      .then(() => tracing.shutdown())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          console.error(error);
+          process.exit(1);
+        },
+      );
   });
 }
 
@@ -38,7 +43,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
 for (let attempt = 1; worker === undefined && !stopping; attempt += 1) {
   try {
     // CRASH with restart=false: exit so the supervisor restarts a fresh process.
-    worker = await startWorker(config, { logger, onFatal: () => process.exit(1) });
+    worker = await startWorker(config, { logger, tracing, onFatal: () => process.exit(1) });
   } catch (error) {
     const delayMs = Math.min(1_000 * 2 ** (attempt - 1), 15_000);
     logger.warn({ err: error, attempt, retry_in_ms: delayMs }, 'worker could not start (broker or database unavailable?); trying again');

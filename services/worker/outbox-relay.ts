@@ -12,9 +12,11 @@ import {
   recordOutboxBatch,
   RELAY_LEADER_LOCK_KEY,
   selectNextOutbox,
+  type OutboxRow,
   type RelayPosition,
 } from '#domain/store/outbox.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { endSpanWithError, SpanKind, type Span, type Tracing } from '#plumbing/observability/tracing.ts';
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
 import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
@@ -46,6 +48,8 @@ export interface OutboxRelayOptions {
   heldBackWarnMs?: number;
   /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
+  /** When enabled: a producer span per published row, child of the row's apply span. */
+  tracing?: Tracing;
 }
 
 /**
@@ -189,27 +193,57 @@ export class OutboxRelay {
         offset: r.source_offset,
         key: r.key,
         payload: r.payload,
+        traceparent: r.traceparent,
+        tracestate: r.tracestate,
       }),
     }));
     const request = { topic, acks: -1 as const, messages };
+    const spans = this.#o.tracing?.enabled ? this.#startSpans(rows) : undefined;
     // Bounded: an idempotent producer retries without end during an outage. On a timeout or any
     // failure the producer is replaced, which fences this attempt (see createRelayProducer).
-    await producer.use(
-      async (p) => {
-        const transaction = await p.transaction();
-        await (this.#sender ? this.#sender.send(request, transaction) : transaction.send(request));
-        await transaction.commit();
-      },
-      sendTimeoutMs,
-      'relay_send_timeout',
-      'applied topic publish',
-    );
+    try {
+      await producer.use(
+        async (p) => {
+          const transaction = await p.transaction();
+          await (this.#sender ? this.#sender.send(request, transaction) : transaction.send(request));
+          await transaction.commit();
+        },
+        sendTimeoutMs,
+        'relay_send_timeout',
+        'applied topic publish',
+      );
+    } catch (error) {
+      if (spans) for (const span of spans) endSpanWithError(span, error);
+      throw error;
+    }
+    if (spans) for (const span of spans) span.end();
     crashPoints.reach('after-publish-before-mark');
     const last = rows.at(-1)!;
     // Forward only: a former leader finishing late must not move the cursor back.
     await recordOutboxBatch(pool, { last, records: rows.length, cluster });
     this.#o.onPublished?.(rows.length);
     return rows.length;
+  }
+
+  /** One producer span per row, child of its apply span (the context stored with the row). */
+  #startSpans(rows: readonly OutboxRow[]): Span[] {
+    const tracing = this.#o.tracing!;
+    const topic = this.#o.topic;
+    return rows.map((r) =>
+      tracing.startSpan(
+        `send ${topic}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            'messaging.system': 'kafka',
+            'messaging.operation.type': 'send',
+            'messaging.destination.name': topic,
+            'bridge.event_id': r.event_id,
+          },
+        },
+        tracing.extract({ traceparent: r.traceparent ?? undefined, tracestate: r.tracestate ?? undefined }),
+      ),
+    );
   }
 
   /** This cluster's system identifier, read once; null where the role may not read it. */

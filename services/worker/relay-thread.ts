@@ -8,6 +8,7 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import { startTracing, tracingSettingsFromEnv } from '#plumbing/observability/tracing.ts';
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -37,6 +38,9 @@ export interface RelayThreadSettings {
   transactionalId: string;
   crashAt?: CrashPoint;
   crashAfter: number;
+  /** Tracing is on in the worker: the thread starts its own SDK from the same OTEL_* variables
+   * (a thread has its own module instances; the worker's tracer provider cannot cross). */
+  tracing?: boolean;
 }
 
 type ToThread = { type: 'nudge' } | { type: 'stop' };
@@ -148,6 +152,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     sendTimeoutMs: settings.sendTimeoutMs,
   });
   const admin = kafka.admin();
+  const tracing = startTracing(settings.tracing === true ? tracingSettingsFromEnv(process.env, 'worker') : undefined);
   try {
     await parts.producer.connect();
     await admin.connect();
@@ -169,6 +174,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     logger,
     onPublished: (count) => send({ type: 'published', count }),
     crashPoints: createCrashPoints(settings.crashAt, settings.crashAfter),
+    tracing,
   });
   relay.start();
   send({ type: 'ready' });
@@ -179,6 +185,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     }
     void (async () => {
       await relay.stop();
+      await tracing.shutdown().catch(() => {});
       await admin.disconnect().catch(() => {});
       await pool.end().catch(() => {});
       port.close();

@@ -1,4 +1,5 @@
 import type { EventAction } from '#domain/contract/index.ts';
+import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import type { ParsedEvent } from './types.ts';
 
 /** The record downstream teams read from the applied topic (value, JSON). */
@@ -75,7 +76,11 @@ export function cloudEventHeaders(key: string, eventId: string, payload: string)
   };
 }
 
-/** Headers of an applied record: the event id, where the event was consumed from, and its CloudEvents attributes. */
+/**
+ * Headers of an applied record: the event id, where the event was consumed from, its CloudEvents
+ * attributes, and the apply span's W3C trace context when the apply was traced (stored with the
+ * row, so a republished batch carries the same headers).
+ */
 export function appliedHeaders(source: {
   eventId: string;
   topic: string;
@@ -83,12 +88,19 @@ export function appliedHeaders(source: {
   offset: string;
   key: string;
   payload: string;
+  traceparent?: string | null;
+  tracestate?: string | null;
 }): Record<string, string> {
-  return {
+  const headers: Record<string, string> = {
     [APPLIED_HEADER_EVENT_ID]: source.eventId,
     [APPLIED_HEADER_SOURCE_TOPIC]: source.topic,
     [APPLIED_HEADER_SOURCE_PARTITION]: String(source.partition),
     [APPLIED_HEADER_SOURCE_OFFSET]: source.offset,
     ...cloudEventHeaders(source.key, source.eventId, source.payload),
   };
+  if (source.traceparent) {
+    headers[EVENT_HEADERS.traceparent] = source.traceparent;
+    if (source.tracestate) headers[EVENT_HEADERS.tracestate] = source.tracestate;
+  }
+  return headers;
 }

@@ -2,11 +2,12 @@ import { withTransaction } from '#plumbing/db/transaction.ts';
 import type { Pool, PoolClient } from 'pg';
 import { eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
+import { endSpanWithError, SpanKind, TRACING_OFF, type Span, type TraceHeaders, type Tracing } from '#plumbing/observability/tracing.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { BEGIN_APPLY_TRANSACTION, lockResourceKeys, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
-import { receivedAtHeader, reconcileTriggerHeader, sourceHeader } from '#domain/contract/event-headers.ts';
+import { receivedAtHeader, reconcileTriggerHeader, sourceHeader, traceContextHeaders } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -14,6 +15,8 @@ export interface SnapshotApplierOptions {
   clock?: () => Date;
   /** Called after COMMIT, before applyBatch returns (test-only fault injection hooks in here). */
   afterCommit?: (results: ApplyResult[]) => void;
+  /** When enabled: a consumer span per record, continuing its traceparent; the outbox row carries it on. */
+  tracing?: Tracing;
 }
 
 type Parsed = { ok: true; event: ParsedEvent } | { ok: false; result: ApplyResult };
@@ -27,11 +30,13 @@ export class SnapshotApplier {
   readonly #pool: Pool;
   readonly #clock: () => Date;
   readonly #afterCommit: ((results: ApplyResult[]) => void) | undefined;
+  readonly #tracing: Tracing;
 
   constructor(options: SnapshotApplierOptions) {
     this.#pool = options.pool;
     this.#clock = options.clock ?? (() => new Date());
     this.#afterCommit = options.afterCommit;
+    this.#tracing = options.tracing ?? TRACING_OFF;
   }
 
   /** Applies one record in its own transaction. */
@@ -46,11 +51,20 @@ export class SnapshotApplier {
    * of the batch was applied. `invalid` records write nothing.
    */
   async applyBatch(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
+    if (this.#tracing.enabled) return this.#applyBatchTraced(records);
+    return this.#applyBatch(records, undefined);
+  }
+
+  async #applyBatch(records: readonly SourceRecord[], traces: Map<SourceRecord, TraceHeaders> | undefined): Promise<ApplyResult[]> {
     const parsed = records.map(parseRecord);
     const events = parsed.flatMap((p) => (p.ok ? [p.event] : []));
     const decided = new Map<ParsedEvent, Decision>();
     if (events.length > 0) {
-      const decisions = await withTransaction(this.#pool, (client) => this.#applyInTransaction(client, events), BEGIN_APPLY_TRANSACTION);
+      const decisions = await withTransaction(
+        this.#pool,
+        (client) => this.#applyInTransaction(client, events, traces),
+        BEGIN_APPLY_TRANSACTION,
+      );
       for (const d of decisions) decided.set(d.event, d);
     }
     const results = parsed.map((p) => (p.ok ? toResult(decided.get(p.event)!) : p.result));
@@ -58,7 +72,60 @@ export class SnapshotApplier {
     return results;
   }
 
-  async #applyInTransaction(client: PoolClient, events: ParsedEvent[]): Promise<Decision[]> {
+  /**
+   * A consumer span per record, child of the context its headers carry (the ingress's publish
+   * span), all spanning the one chunk transaction. Per record rather than one chunk span with
+   * links: each event's trace then runs unbroken from the POST to the applied record (a link is
+   * only a pointer to another trace in most trace views), and with a parent-based sampler an
+   * unsampled record costs a non-recording span. The applied record's outbox row keeps the span's
+   * context, so the relay and downstream consumers continue the same trace.
+   */
+  async #applyBatchTraced(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
+    const tracing = this.#tracing;
+    const spans = new Map<SourceRecord, Span>();
+    const traces = new Map<SourceRecord, TraceHeaders>();
+    for (const record of records) {
+      const span = tracing.startSpan(
+        `process ${record.topic}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            'messaging.system': 'kafka',
+            'messaging.operation.type': 'process',
+            'messaging.destination.name': record.topic,
+            'messaging.destination.partition.id': String(record.partition),
+            'messaging.kafka.offset': Number(record.offset),
+          },
+        },
+        tracing.extract(traceContextHeaders(record.headers)),
+      );
+      spans.set(record, span);
+      traces.set(record, tracing.inject(span));
+    }
+    let results: ApplyResult[];
+    try {
+      results = await this.#applyBatch(records, traces);
+    } catch (error) {
+      for (const span of spans.values()) endSpanWithError(span, error);
+      throw error;
+    }
+    for (const result of results) {
+      const span = spans.get(result.record)!;
+      span.setAttribute('bridge.apply.outcome', result.outcome);
+      if (result.eventId !== undefined) span.setAttribute('bridge.event_id', result.eventId);
+      if (result.resourceKey !== undefined) span.setAttribute('bridge.resource_key', result.resourceKey);
+      if (result.reason !== undefined) span.setAttribute('bridge.reason', result.reason);
+      span.end();
+      result.traceId = span.spanContext().traceId;
+    }
+    return results;
+  }
+
+  async #applyInTransaction(
+    client: PoolClient,
+    events: ParsedEvent[],
+    traces: Map<SourceRecord, TraceHeaders> | undefined,
+  ): Promise<Decision[]> {
     const keys = [...new Set(events.map((e) => e.resourceKey))];
     // Locked first, read after: the reads then see every commit made under these keys.
     await lockResourceKeys(client, keys);
@@ -141,6 +208,8 @@ export class SnapshotApplier {
         source_offset: d.event.record.offset,
         // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
         payload: serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!),
+        traceparent: traces?.get(d.event.record)?.traceparent,
+        tracestate: traces?.get(d.event.record)?.tracestate,
       })),
       anomalies: anomalyRows.map((d) => ({
         event_id: env(d).event_id,

@@ -36,6 +36,8 @@ export interface ApplyResult {
   reason?: string;
   /** For `invalid`: the permanent parse failure (code = the contract's parse error code). */
   error?: BridgeError;
+  /** The trace the apply span belongs to (only with tracing on), for the event's log line. */
+  traceId?: string;
 }
 
 export interface ParsedEvent {

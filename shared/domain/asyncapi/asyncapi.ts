@@ -44,6 +44,8 @@ const eventHeaderDocs: Record<string, string> = {
   [EVENT_HEADERS.idempotencyKey]: 'The envelope idempotency_key, when it has one',
   [EVENT_HEADERS.deliveryAttempt]: "The provider's attempt number (X-Webhook-Retry), when it sent one",
   [EVENT_HEADERS.reconcileTrigger]: 'Why a snapshot was pulled from the provider (gap, unseen, quarantine, operator)',
+  [EVENT_HEADERS.traceparent]: 'W3C trace context of the ingress publish span (when tracing is on)',
+  [EVENT_HEADERS.tracestate]: 'W3C trace state, carried on with traceparent',
 };
 const eventHeaderRequired = [
   EVENT_HEADERS.eventId,
@@ -81,6 +83,8 @@ const appliedHeaderDocs: Record<string, string> = {
   ce_subject: 'CloudEvents subject: the record key',
   ce_time: "CloudEvents time: the provider's occurred_at",
   'content-type': 'application/json',
+  [EVENT_HEADERS.traceparent]: 'W3C trace context of the apply span that made this change (when tracing is on): continue it downstream',
+  [EVENT_HEADERS.tracestate]: 'W3C trace state, carried on with traceparent',
 };
 
 const resourceKey = {

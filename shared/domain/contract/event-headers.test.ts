@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { decodeEventHeaders, deliveryAttemptHeader, encodeEventHeaders, EVENT_HEADERS, receivedAtHeader } from './event-headers.ts';
+import { TRACE_PARENT_HEADER, TRACE_STATE_HEADER } from '@opentelemetry/core';
+import {
+  decodeEventHeaders,
+  deliveryAttemptHeader,
+  encodeEventHeaders,
+  EVENT_HEADERS,
+  receivedAtHeader,
+  traceContextHeaders,
+} from './event-headers.ts';
 
 const headers = {
   eventId: 'evt_1',
@@ -40,5 +48,30 @@ describe('event-topic headers', () => {
   it('reads received-at as ISO time or epoch milliseconds', () => {
     expect(receivedAtHeader({ 'received-at': '1764583200000' })?.toISOString()).toBe('2025-12-01T10:00:00.000Z');
     expect(receivedAtHeader({ 'received-at': [Buffer.from('2026-12-01T10:00:00Z')] })?.toISOString()).toBe('2026-12-01T10:00:00.000Z');
+  });
+});
+
+describe('trace context headers', () => {
+  const base = {
+    eventId: 'evt_1',
+    source: 'demo',
+    receivedAt: new Date('2026-01-01T00:00:00Z'),
+    bodySha256: 'h',
+    eventType: 'theme.updated',
+  };
+
+  it('with tracing off (no trace context) the ingress writes no traceparent or tracestate', () => {
+    const headers = encodeEventHeaders(base);
+    expect(Object.keys(headers)).not.toContain(EVENT_HEADERS.traceparent);
+    expect(Object.keys(headers)).not.toContain(EVENT_HEADERS.tracestate);
+  });
+
+  it('uses the W3C names the propagator and instrumentation-kafkajs use, and reads them back', () => {
+    expect([EVENT_HEADERS.traceparent, EVENT_HEADERS.tracestate]).toEqual([TRACE_PARENT_HEADER, TRACE_STATE_HEADER]);
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const headers = encodeEventHeaders({ ...base, traceparent, tracestate: 'a=b' });
+    expect(traceContextHeaders(headers)).toEqual({ traceparent, tracestate: 'a=b' });
+    expect(decodeEventHeaders(headers)).toMatchObject({ traceparent, tracestate: 'a=b' });
+    expect(traceContextHeaders({})).toEqual({});
   });
 });

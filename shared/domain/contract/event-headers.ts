@@ -16,6 +16,10 @@ export const EVENT_HEADERS = {
   deliveryAttempt: 'delivery-attempt',
   /** Why a reconciliation pulled this snapshot (gap, unseen, quarantine, operator); only on records from `reconcile`. */
   reconcileTrigger: 'reconcile-trigger',
+  /** W3C trace context (the names the W3C propagator and @opentelemetry/instrumentation-kafkajs use);
+   * only when tracing is on. The retry chain and the DLQ forward them with the other headers. */
+  traceparent: 'traceparent',
+  tracestate: 'tracestate',
 } as const;
 
 /** The `source` header of a snapshot the bridge pulled from a provider's API instead of receiving it. */
@@ -34,6 +38,8 @@ export interface EventRecordHeaders {
   idempotencyKey?: string | undefined;
   deliveryAttempt?: number | undefined;
   reconcileTrigger?: string | undefined;
+  traceparent?: string | undefined;
+  tracestate?: string | undefined;
 }
 
 export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string> {
@@ -49,6 +55,8 @@ export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string
   if (h.idempotencyKey !== undefined) headers[EVENT_HEADERS.idempotencyKey] = h.idempotencyKey;
   if (h.reconcileTrigger !== undefined) headers[EVENT_HEADERS.reconcileTrigger] = h.reconcileTrigger;
   if (h.deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(h.deliveryAttempt);
+  if (h.traceparent !== undefined) headers[EVENT_HEADERS.traceparent] = h.traceparent;
+  if (h.tracestate !== undefined) headers[EVENT_HEADERS.tracestate] = h.tracestate;
   return headers;
 }
 
@@ -77,6 +85,9 @@ export function decodeEventHeaders(headers: RecordHeaders | undefined): Partial<
   if (attempt !== undefined) out.deliveryAttempt = attempt;
   const trigger = text(EVENT_HEADERS.reconcileTrigger);
   if (trigger !== undefined) out.reconcileTrigger = trigger;
+  const { traceparent, tracestate } = traceContextHeaders(headers);
+  if (traceparent !== undefined) out.traceparent = traceparent;
+  if (tracestate !== undefined) out.tracestate = tracestate;
   return out;
 }
 
@@ -104,4 +115,12 @@ export function sourceHeader(headers: RecordHeaders | undefined): string | undef
 /** `reconcile-trigger`, on records the reconciler published. */
 export function reconcileTriggerHeader(headers: RecordHeaders | undefined): string | undefined {
   return headerText(headers, EVENT_HEADERS.reconcileTrigger);
+}
+
+/** `traceparent` / `tracestate`: the W3C trace context a record continues (read only when tracing is on). */
+export function traceContextHeaders(headers: RecordHeaders | undefined): { traceparent?: string; tracestate?: string } {
+  const traceparent = headerText(headers, EVENT_HEADERS.traceparent);
+  if (traceparent === undefined) return {};
+  const tracestate = headerText(headers, EVENT_HEADERS.tracestate);
+  return tracestate === undefined ? { traceparent } : { traceparent, tracestate };
 }

@@ -79,4 +79,15 @@ describe('retry headers', () => {
     const headers = { 'event-id': Buffer.from('e1'), source: 'demo', ...asConsumed(encodeRetryInfo(info)), 'dlq-reason': Buffer.from('x') };
     expect(Object.keys(originalHeaders(headers)).sort()).toEqual(['event-id', 'source']);
   });
+
+  it('forwards the W3C trace context through the retry chain and the DLQ', () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const headers = {
+      'event-id': Buffer.from('e1'),
+      traceparent: Buffer.from(traceparent),
+      tracestate: 'a=b',
+      ...asConsumed(encodeRetryInfo(info)),
+    };
+    expect(originalHeaders(headers)).toMatchObject({ traceparent: Buffer.from(traceparent), tracestate: 'a=b' });
+  });
 });

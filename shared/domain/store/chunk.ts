@@ -164,6 +164,9 @@ const OUTBOX_ROWS = columns({
   source_offset: int8,
   /** The applied record, serialised once: the relay publishes these exact bytes. */
   payload: packedText,
+  /** The apply span's W3C trace context (null with tracing off): the relay continues it. */
+  traceparent: text,
+  tracestate: text,
 });
 // Anomalies are rare: JSON rows. original_body_sha256 is read from the inbox row in SQL.
 const ANOMALY_ROWS = columns({

@@ -194,7 +194,18 @@ describe('the store statements built from column specs', () => {
         },
       ],
       state: [{ tenant_id: 't', resource_type: 'theme', resource_id: 'r', version: 1, deleted: false, last_event_id: 'e', data: '{}' }],
-      outbox: [{ event_id: 'e', key: 't/theme/r', source_topic: 'in', source_partition: 0, source_offset: '5', payload: '{}' }],
+      outbox: [
+        {
+          event_id: 'e',
+          key: 't/theme/r',
+          source_topic: 'in',
+          source_partition: 0,
+          source_offset: '5',
+          payload: '{}',
+          traceparent: null,
+          tracestate: null,
+        },
+      ],
       anomalies: [],
     });
     await insertFailedEvent(client, {
@@ -225,7 +236,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 20 inbox parameters (+2 for the packed body), 7 (+2) state, 6 (+2) outbox, 1 anomalies.
-    expect(captured[2]!.values).toHaveLength(22 + 9 + 8 + 1);
+    // The chunk write: 20 inbox parameters (+2 for the packed body), 7 (+2) state, 8 (+2) outbox (with the trace context), 1 anomalies.
+    expect(captured[2]!.values).toHaveLength(22 + 9 + 10 + 1);
   });
 });

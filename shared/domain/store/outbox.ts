@@ -104,11 +104,14 @@ export interface OutboxRow {
   source_topic: string;
   source_partition: number;
   source_offset: string;
+  /** The apply span's W3C trace context; null when tracing was off (or before migration 0008). */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
 export const SELECT_NEXT_OUTBOX = `
   SELECT o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.source_topic, o.source_partition,
-    o.source_offset::text AS source_offset
+    o.source_offset::text AS source_offset, o.traceparent, o.tracestate
   FROM applied_outbox AS o
   WHERE (o.tx, o.id) > ($1::xid8, $2::bigint)
     AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
