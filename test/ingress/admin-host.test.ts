@@ -1,5 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -11,6 +9,7 @@ import { repoRoot } from '../../infra/paths.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';
+import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
 
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
 
@@ -38,52 +37,11 @@ function reachable(host: string, port: number): Promise<boolean> {
   });
 }
 
-interface Service {
-  child: ChildProcess;
-  stdout: () => string;
-  /** The admin port from the admin server's "listening" line. */
-  adminPort: () => Promise<number>;
-  stop: () => Promise<void>;
-}
-
-function start(main: string, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = once(child, 'exit');
-  return {
-    child,
-    stdout: () => stdout,
-    adminPort: async () => {
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        const line = stdout.split('\n').find((l) => l.includes('"admin server listening"'));
-        if (line) return (JSON.parse(line) as { port: number }).port;
-        if (child.exitCode !== null || Date.now() > deadline)
-          throw new Error(`${main} did not start its admin server:\n${stdout}\n${stderr}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await exited;
-      }
-    },
-  };
-}
-
 describe('ADMIN_HOST: where the admin port listens (services as processes)', () => {
   let kafka: Kafka;
   let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
   let db: TestDatabase;
-  const running: Service[] = [];
+  const running: ServiceProcess[] = [];
 
   beforeAll(async () => {
     kafka = testKafka();
@@ -119,14 +77,14 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
     ['ingress', 'services/ingress/main.ts', ingressEnv],
     ['worker', 'services/worker/main.ts', workerEnv],
   ] as const)('%s: loopback by default, every interface with ADMIN_HOST=0.0.0.0', async (_name, main, env) => {
-    const local = start(main, env({}));
+    const local = startServiceProcess(main, env({}));
     running.push(local);
     const localPort = await local.adminPort();
     expect(await reachable('127.0.0.1', localPort)).toBe(true);
     expect(await reachable(externalAddress(), localPort)).toBe(false);
     await local.stop();
 
-    const everywhere = start(main, env({ ADMIN_HOST: '0.0.0.0' }));
+    const everywhere = startServiceProcess(main, env({ ADMIN_HOST: '0.0.0.0' }));
     running.push(everywhere);
     const port = await everywhere.adminPort();
     expect(await reachable(externalAddress(), port)).toBe(true);
@@ -139,7 +97,7 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
   it('ingress /readyz names its checks with booleans; why the broker check fails is in the log only', async () => {
     // A topic that does not exist: the broker check fails with the broker's own words.
     const missing = uniqueName('no-such-topic');
-    const ingress = start('services/ingress/main.ts', ingressEnv({ TOPIC_EVENTS: missing }));
+    const ingress = startServiceProcess('services/ingress/main.ts', ingressEnv({ TOPIC_EVENTS: missing }));
     running.push(ingress);
     const port = await ingress.adminPort();
     let answer: { status: number; body: string } | undefined;

@@ -1,5 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,6 +7,7 @@ import { repoRoot } from '../../infra/paths.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
+import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
 
 // The dashboard and the alerting rules name metrics; the running services must export every one
 // of them, so a renamed or removed metric fails here instead of leaving an empty panel or an
@@ -38,49 +37,15 @@ function exported(page: string): Set<string> {
   return names;
 }
 
-interface Service {
-  child: ChildProcess;
-  metrics: () => Promise<string>;
-  stop: () => Promise<void>;
-}
-
-function start(main: string, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = once(child, 'exit');
-  return {
-    child,
-    metrics: async () => {
-      const deadline = Date.now() + 90_000;
-      for (;;) {
-        const line = output.split('\n').find((l) => l.includes('"admin server listening"'));
-        if (line) {
-          const { port } = JSON.parse(line) as { port: number };
-          const response = await fetch(`http://127.0.0.1:${port}/metrics`);
-          return response.text();
-        }
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main} did not start its admin server:\n${output}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    },
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await exited;
-      }
-    },
-  };
+/** The service's /metrics page, once its admin server listens. */
+async function metricsOf(service: ServiceProcess): Promise<string> {
+  const response = await fetch(`http://127.0.0.1:${await service.adminPort()}/metrics`);
+  return response.text();
 }
 
 describe('dashboard and alerts name only metrics the running services export', () => {
   let db: TestDatabase;
-  const running: Service[] = [];
+  const running: ServiceProcess[] = [];
   let pages: string[] = [];
 
   beforeAll(async () => {
@@ -94,21 +59,21 @@ describe('dashboard and alerts name only metrics the running services export', (
       { id: 'k_old', env: 'DEMO_SECRET', retireAfter: '2027-02-01T00:00:00Z' },
     ];
     writeFileSync(sourcesFile, JSON.stringify({ sources: [{ id: 'rotating', secrets, tenants: ['tenant_acme'] }] }));
-    const ingress = start('services/ingress/main.ts', {
+    const ingress = startServiceProcess('services/ingress/main.ts', {
       ...devEnv,
       ...common,
       WEBHOOK_SOURCES_FILE: sourcesFile,
       PORT: '0',
       HOST: '127.0.0.1',
     });
-    const worker = start('services/worker/main.ts', {
+    const worker = startServiceProcess('services/worker/main.ts', {
       ...common,
       DATABASE_URL: db.url,
       CONSUMER_GROUP: uniqueName('theme-applier'),
       WORKER_RELAY: 'inline',
     });
     running.push(ingress, worker);
-    pages = await Promise.all([ingress.metrics(), worker.metrics()]);
+    pages = await Promise.all([metricsOf(ingress), metricsOf(worker)]);
   });
   afterAll(async () => {
     for (const s of running) await s.stop();

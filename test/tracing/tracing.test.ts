@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -14,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { waitFor } from '../worker/helpers.ts';
+import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
 
 // One trace from the POST to the applied record, with the services run as processes (as deployed)
 // and the spans collected by a real OTLP/HTTP receiver (the exporter's JSON encoding).
@@ -68,50 +68,12 @@ async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; paths:
   return { url: `http://127.0.0.1:${port}`, spans, paths, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
-interface Service {
-  child: ChildProcess;
-  output: () => string;
-  line: (message: string) => Promise<Record<string, unknown>>;
-  stop: () => Promise<void>;
-}
-
-function start(main: string, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-  const exited = once(child, 'exit');
-  return {
-    child,
-    output: () => out,
-    line: async (message) => {
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        const line = out.split('\n').find((l) => l.includes(`"msg":"${message}"`));
-        if (line) return JSON.parse(line) as Record<string, unknown>;
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main}: no "${message}" line:\n${out}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await exited;
-      }
-    },
-  };
-}
-
 describe('tracing: one trace from the POST to the applied record (services as processes, real OTLP/HTTP receiver)', () => {
   let kafka: Kafka;
   let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
   let db: TestDatabase;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
-  const running: Service[] = [];
+  const running: ServiceProcess[] = [];
 
   beforeAll(async () => {
     kafka = testKafka();
@@ -131,7 +93,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
     };
-    const ingress = start('services/ingress/main.ts', {
+    const ingress = startServiceProcess('services/ingress/main.ts', {
       ...devEnv,
       ...otel,
       OTEL_SERVICE_NAME: 'bridge-ingress-test',
@@ -142,7 +104,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       HOST: '127.0.0.1',
     });
     running.push(ingress);
-    const worker = start('services/worker/main.ts', {
+    const worker = startServiceProcess('services/worker/main.ts', {
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,

@@ -1,0 +1,57 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
+import { repoRoot } from '../../infra/paths.ts';
+
+/** A service (services/<name>/main.ts) run as its own process, as npm start runs it. */
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** Its stdout so far (JSON log lines). */
+  stdout: () => string;
+  /** stdout and stderr so far. */
+  output: () => string;
+  /** The first log line whose msg is `message`, parsed; waits for it (60 s), fails if the process exits first. */
+  line: (message: string) => Promise<Record<string, unknown>>;
+  /** The admin port, from the admin server's "listening" line. */
+  adminPort: () => Promise<number>;
+  /** SIGTERM, and wait for the exit. */
+  stop: () => Promise<void>;
+}
+
+export function startServiceProcess(main: string, env: Record<string, string>): ServiceProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let all = '';
+  child.stdout!.on('data', (c: Buffer) => {
+    stdout += c.toString();
+    all += c.toString();
+  });
+  child.stderr!.on('data', (c: Buffer) => (all += c.toString()));
+  const exited = once(child, 'exit');
+  const line = async (message: string): Promise<Record<string, unknown>> => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const found = stdout.split('\n').find((l) => l.includes(`"msg":"${message}"`));
+      if (found) return JSON.parse(found) as Record<string, unknown>;
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main}: no "${message}" line:\n${all}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  return {
+    child,
+    stdout: () => stdout,
+    output: () => all,
+    line,
+    adminPort: async () => (await line('admin server listening')).port as number,
+    stop: async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  };
+}
