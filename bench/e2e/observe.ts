@@ -38,6 +38,9 @@ export async function watchApplied(kafka: Kafka, topic: string, groupId: string)
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
   await consumer.run({
+    // A fresh group each run that never resumes: committing offsets would only add a request per
+    // fetch to the broker this bench measures.
+    autoCommit: false,
     eachBatch: async ({ batch }) => {
       const received = wallNow();
       for (const m of batch.messages) {

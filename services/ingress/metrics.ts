@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { collectProcessMetrics } from '#plumbing/observability/process-metrics.ts';
 
 export interface IngressMetrics {
   requests: Counter<'source' | 'event_type' | 'status'>;
@@ -22,6 +23,7 @@ export interface IngressReadings {
 /** Registers on the registry it is given (one per service instance), never the global one. */
 export function createIngressMetrics(registry: Registry, readings?: IngressReadings): IngressMetrics {
   const registers = [registry];
+  collectProcessMetrics(registry);
   return {
     requests: new Counter({
       name: 'webhook_requests_total',

@@ -12,6 +12,7 @@ import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import type { WorkerConfig } from './config.ts';
 import { createCrashPoints, type CrashPoints } from './crash-points.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
+import { ApplyCoalescer } from './apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
 import { OutboxRelay, relayParts } from './outbox-relay.ts';
 import { startRelayThread, type RelayHandle } from './relay-thread.ts';
@@ -50,6 +51,8 @@ export interface WorkerParts {
   crashPoints: CrashPoints;
   failureSettings: FailureSettings;
   applier: SnapshotApplier;
+  /** The main consumer's apply path: concurrent partition chunks share one transaction. */
+  coalescer: ApplyCoalescer;
   kafka: Kafka;
   /** The main consumer of the events topic. */
   consumer: Consumer;
@@ -95,6 +98,14 @@ export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): Work
     crashPoints: createCrashPoints(config.crashAt, config.crashAfter),
     failureSettings,
     applier,
+    coalescer: new ApplyCoalescer({
+      applyBatch: (records) => applier.applyBatch(records),
+      maxRecords: config.batchSize,
+      onTransaction: (records, seconds) => {
+        metrics.transactionEvents.observe(records);
+        metrics.batchDuration.observe(seconds);
+      },
+    }),
     kafka,
     consumer,
     metadataAdmin: kafka.admin(),

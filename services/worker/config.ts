@@ -22,7 +22,7 @@ export const workerEnvSchema = z.object({
   CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup),
   // 1000 records per transaction and 2 MiB fetches measured ~20% faster than 500 / 1 MiB (bench/results/worker.md).
   WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
-  WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(3),
+  WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(12),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(2_097_152),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),

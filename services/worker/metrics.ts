@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { collectProcessMetrics } from '#plumbing/observability/process-metrics.ts';
 import { RETENTION_TARGETS, type RetentionBatch, type RetentionRunReport } from '#domain/retention/index.ts';
 
 export interface WorkerMetrics {
@@ -11,6 +12,7 @@ export interface WorkerMetrics {
   outboxAge: Gauge;
   relayPublished: Counter;
   batchDuration: Histogram;
+  transactionEvents: Histogram;
   retentionRows: Counter<'table' | 'action'>;
   retentionRuns: Counter<'result'>;
   retentionLastSuccess: Gauge;
@@ -20,6 +22,7 @@ export interface WorkerMetrics {
 /** Registers on the registry it is given (one per worker instance), never the global one. */
 export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise<number>): WorkerMetrics {
   const registers = [registry];
+  collectProcessMetrics(registry);
   return {
     processed: new Counter({
       name: 'webhook_events_processed_total',
@@ -73,8 +76,14 @@ export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise
     }),
     batchDuration: new Histogram({
       name: 'webhook_apply_batch_seconds',
-      help: 'Duration of one apply transaction (one chunk of a fetched batch)',
+      help: 'Duration of one apply transaction of the events topic consumer (the partition chunks it merged)',
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    transactionEvents: new Histogram({
+      name: 'webhook_apply_transaction_events',
+      help: 'Records in one apply transaction of the events topic consumer (small when idle, up to WORKER_BATCH_SIZE under load)',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500],
       registers,
     }),
     retentionRows: retentionRows(registers),

@@ -120,6 +120,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       partitionsConsumedConcurrently: config.partitionsConcurrency,
       eachBatch: createBatchHandler({
         applier,
+        applyChunk: (chunk) => parts.coalescer.apply(chunk),
         batchSize: config.batchSize,
         logger,
         metrics,
