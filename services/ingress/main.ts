@@ -22,15 +22,20 @@ try {
 // syscall each, and pino flushes the buffer synchronously when the process exits.
 const logger = createLogger({ name: 'ingress', level: config.logLevel }, pino.destination({ dest: 1, sync: false }));
 const tracing = startTracingOrExit(process.env, 'ingress');
-const ingress = await startIngress(config, { logger, tracing });
+const starting = startIngress(config, { logger, tracing });
 
+// Registered before the start completes: a SIGTERM while the ingress starts (an orchestrator
+// scaling down at once) still ends in a graceful close and exit 0, not in death by signal.
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
+  // `on`, not `once`: a second signal during the drain is ignored instead of killing the process.
+  process.on(signal, () => {
     if (stopping) return;
     stopping = true;
-    ingress
-      .close()
+    // close(): readiness 503 and the listener closed at once, in-flight requests answered after
+    // their acks, the producer flushed, the admin port closed last.
+    starting
+      .then((ingress) => ingress.close())
       .then(() => tracing.shutdown())
       .then(
         () => process.exit(0),
@@ -41,3 +46,6 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       );
   });
 }
+
+// A start that fails (a port in use) is an error: printed, exit 1.
+await starting;

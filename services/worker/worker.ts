@@ -5,7 +5,9 @@ import type { SnapshotApplier } from '#domain/apply/index.ts';
 import { startRetentionLoop, type RetentionLoop } from '#domain/retention/index.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
+import { readRelayPosition, selectNewestOutboxPosition, type OutboxPosition } from '#domain/store/outbox.ts';
 import { ping } from '#domain/store/session.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
 import { createBatchHandler } from './batch-handler.ts';
 import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
 import type { WorkerConfig } from './config.ts';
@@ -34,18 +36,29 @@ export interface WorkerHandle {
   /** Stop fetching from the events topic (every partition) until resume(). */
   pause: () => void;
   resume: () => void;
+  /** Liveness: false only once the consumer has crashed for good (the process must be restarted). */
+  healthy: () => boolean;
+  /** Readiness: what /readyz answers (false from the moment close() is called). */
+  readiness: () => Promise<Readiness>;
   close: () => Promise<void>;
 }
 
-/** What the health endpoints read: has the consumer joined its group, has it crashed for good. */
+export interface Readiness {
+  ready: boolean;
+  /** true when passing; false or why not (logged by the admin server, never answered). */
+  checks: Record<string, boolean | string>;
+}
+
+/** What the health endpoints read: has the consumer joined its group, has it crashed for good, is it stopping. */
 interface ConsumerState {
   joined: boolean;
   crashed: boolean;
+  stopping: boolean;
 }
 
 function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) | undefined): ConsumerState {
   const { consumer, logger } = parts;
-  const state: ConsumerState = { joined: false, crashed: false };
+  const state: ConsumerState = { joined: false, crashed: false, stopping: false };
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
     state.joined = true;
     logger.info({ member_id: e.payload.memberId, assignment: e.payload.memberAssignment }, 'joined consumer group');
@@ -60,8 +73,10 @@ function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) |
   return state;
 }
 
-/** Readiness: joined, not crashed, the database answers, the relay runs. */
-async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayHandle) {
+/** Readiness: joined, not crashed, not stopping, the database answers, the relay runs. */
+async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayHandle): Promise<Readiness> {
+  // Stopping: 503 from the first moment of close(), without waiting for a database round trip.
+  if (state.stopping) return { ready: false, checks: { consumer_group: state.joined, consuming: 'shutting down' } };
   let database: boolean | string = true;
   try {
     await ping(parts.pool);
@@ -70,8 +85,49 @@ async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayH
   }
   return {
     ready: state.joined && !state.crashed && database === true && relay.running,
-    checks: { consumer_group: state.joined, database, outbox_relay: relay.running },
+    checks: { consumer_group: state.joined, database, outbox_relay: relay.running, consuming: true },
   };
+}
+
+/** How long a stopping worker waits for the relay to publish what its applies committed: at most
+ * PUBLISH_ON_STOP_MS in all, and no longer than PUBLISH_STALL_MS without the relay's cursor moving. */
+const PUBLISH_ON_STOP_MS = 10_000;
+const PUBLISH_STALL_MS = 2_000;
+
+const atOrPast = (a: OutboxPosition, b: OutboxPosition) => BigInt(a.tx) > BigInt(b.tx) || (a.tx === b.tx && BigInt(a.id) >= BigInt(b.id));
+
+/**
+ * Waits, nudging the relay, until its cursor passes the newest applied record: relay.stop() alone
+ * ends after the pass in progress, and what committed after that pass would wait for another
+ * worker to lead the relay. Bounded: a relay that makes no progress (another process leads it, an
+ * open transaction holds it back, the broker or the database is gone) leaves the rest to the next
+ * leader, which publishes it.
+ */
+async function publishCommitted(pool: Pool, relay: RelayHandle, logger: Logger): Promise<void> {
+  try {
+    const newest = await selectNewestOutboxPosition(pool);
+    if (newest === undefined) return;
+    const started = performance.now();
+    let cursor = await readRelayPosition(pool);
+    let moved = started;
+    while (!atOrPast(cursor, newest)) {
+      const now = performance.now();
+      if (!relay.running || now - moved > PUBLISH_STALL_MS || now - started > PUBLISH_ON_STOP_MS) {
+        logger.warn(
+          { newest, cursor: { tx: cursor.tx, id: cursor.id } },
+          'stopping before the relay published every applied record: the next relay leader publishes the rest',
+        );
+        return;
+      }
+      relay.nudge();
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      const next = await readRelayPosition(pool);
+      if (next.tx !== cursor.tx || next.id !== cursor.id) moved = performance.now();
+      cursor = next;
+    }
+  } catch (error) {
+    logger.warn({ err: error }, 'could not check what the relay published before stopping: the next relay leader publishes the rest');
+  }
 }
 
 /**
@@ -185,20 +241,34 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     adminPort: admin?.port,
     pause: () => consumer.pause([{ topic: config.eventsTopic }]),
     resume: () => consumer.resume([{ topic: config.eventsTopic }]),
+    healthy: () => !state.crashed,
+    readiness: () => readiness(parts, state, runningRelay),
     close: () => {
+      state.stopping = true;
       closing ??= (async () => {
+        // How long each step took, in the last line (the drain an orchestrator's grace period must cover).
+        const steps: Record<string, number> = {};
+        let mark = performance.now();
+        const step = async (name: string, run: () => Promise<unknown> | undefined) => {
+          await run();
+          const now = performance.now();
+          steps[name] = Math.round(now - mark);
+          mark = now;
+        };
         // A retention run stops between two batches.
-        await retention?.stop();
+        await step('retention', () => retention?.stop());
         // The running batch stops between chunks; only what committed is committed in Kafka.
-        await consumer.disconnect();
+        await step('consumer', () => consumer.disconnect());
         // Running pulls finish (their snapshot is published or not); waiting ones are dropped.
-        await reconcile?.close();
-        await failures?.close();
-        await runningRelay.stop();
+        await step('reconcile', () => reconcile?.close());
+        await step('failures', () => failures?.close());
+        // Nothing more is applied here: the relay publishes up to the newest applied record, then stops.
+        await step('publish', () => publishCommitted(pool, runningRelay, logger));
+        await step('relay', () => runningRelay.stop());
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();
         if (ownPool) await pool.end();
-        logger.info('worker stopped');
+        logger.info({ stop_ms: steps }, 'worker stopped');
       })();
       return closing;
     },

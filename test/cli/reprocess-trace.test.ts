@@ -19,8 +19,8 @@ function themeEvent(id: string, version: number, extra: Partial<EventEnvelope> =
   });
 }
 
-/** What the ingress produces: the raw body, keyed by resource, with its headers. */
-function ingressRecord(event: EventEnvelope, timestamp: number, body = JSON.stringify(event)) {
+/** What the ingress produces: the raw body, keyed by resource, with its headers (and its trace, when tracing was on there). */
+function ingressRecord(event: EventEnvelope, timestamp: number, body = JSON.stringify(event), traceparent?: string) {
   return {
     key: resourceKey(event),
     value: body,
@@ -31,9 +31,18 @@ function ingressRecord(event: EventEnvelope, timestamp: number, body = JSON.stri
       'received-at': new Date(timestamp).toISOString(),
       'body-sha256': createHash('sha256').update(body).digest('hex'),
       'event-type': event.event_type,
+      ...(traceparent === undefined ? {} : { traceparent }),
     },
   };
 }
+
+// Two of resource a's records carry a W3C trace context, as the ingress writes it with tracing on.
+const TRACE_V2 = '0af7651916cd43dd8448eb211c80319c';
+const TRACE_STALE = '4bf92f3577b34da6a3ce929d0e0e4736';
+const traced = new Map<number, string>([
+  [1, `00-${TRACE_V2}-b7ad6b7169203331-01`],
+  [5, `00-${TRACE_STALE}-00f067aa0ba902b7-01`],
+]);
 
 const STATE = `SELECT version, deleted, data, last_event_id FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`;
 const INBOX = `SELECT event_id, status, resource_version, reason, body_sha256, payload, source_topic, source_partition, source_offset
@@ -80,7 +89,7 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
     await producer.send({
       topic: events,
       acks: -1,
-      messages: [...aEvents, aStale, aEvents[4]!].map((e) => ingressRecord(e, old)),
+      messages: [...aEvents, aStale, aEvents[4]!].map((e, i) => ingressRecord(e, old, undefined, traced.get(i))),
     });
     await producer.send({ topic: events, acks: -1, messages: bEvents.map((e) => ingressRecord(e, recent)) });
     await producer.disconnect();
@@ -174,11 +183,16 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
     expect(stale).toMatchObject({ status: 'stale', version: 3, reason: 'stored version 5', kafka: { topic: events } });
     expect(out.events.filter((e: any) => e.status === 'applied').map((e: any) => e.version)).toEqual([5, 4, 3, 2, 1]);
     expect(out.applied.length).toBeGreaterThanOrEqual(5);
+    // The trace id a record carried, also where the applier traces nothing (the CLI here): none otherwise.
+    expect(stale.trace_id).toBe(TRACE_STALE);
+    expect(out.events.find((e: any) => e.event_id === aEvents[1]!.event_id).trace_id).toBe(TRACE_V2);
+    expect(out.events.filter((e: any) => e.trace_id === null)).toHaveLength(4);
 
     const text = await runBridge(['trace', tenant, 'theme', a], env);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/state: version 5, last event/);
     expect(text.stdout).toMatch(new RegExp(`${aStale.event_id}\\s+theme.updated\\s+3\\s+stale\\s+stored version 5`));
+    expect(text.stdout).toMatch(new RegExp(`${aStale.event_id}.*\\b${TRACE_STALE}\\b`));
 
     const missing = await runBridge(['trace', tenant, 'theme', 'nope'], env);
     expect(missing.code).toBe(1);

@@ -9,7 +9,9 @@ export const traceCommand: CommandSpec = {
   usage: '<tenant> <resource_type> <resource_id>',
   details: [
     'Reads the database only: resource_state, inbox_events (status, version, reason, Kafka coordinates,',
-    'times), body-mismatch anomalies and the applied records. Exit 1 when nothing is known about it.',
+    'times, W3C trace id), body-mismatch anomalies and the applied records. Exit 1 when nothing is known',
+    'about it. TRACE: the W3C trace id of the delivery that set the status (as in its log line); "-" when',
+    'the event carried no traceparent and the worker traced nothing.',
   ].join('\n'),
   examples: ['bridge trace tenant_acme theme thm_minimal-dark', 'bridge trace tenant_acme theme thm_minimal-dark --json'],
   options: {},
@@ -32,7 +34,7 @@ export const traceCommand: CommandSpec = {
       '',
       `events (${eventsOut.length}, newest first):`,
       renderTable(
-        ['received', 'event_id', 'type', 'version', 'status', 'reason', 'attempts', 'delivery', 'kafka'],
+        ['received', 'event_id', 'type', 'version', 'status', 'reason', 'attempts', 'delivery', 'kafka', 'trace'],
         eventsOut.map((e) => [
           e.received_at ?? e.first_seen_at,
           e.event_id,
@@ -43,6 +45,7 @@ export const traceCommand: CommandSpec = {
           e.attempts,
           e.delivery_attempt,
           e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : null,
+          e.trace_id,
         ]),
       ),
     ];
@@ -50,13 +53,14 @@ export const traceCommand: CommandSpec = {
       lines.push('', `anomalies (${anomaliesOut.length}: same event_id, different content):`);
       lines.push(
         renderTable(
-          ['detected', 'event_id', 'version', 'status', 'kafka'],
+          ['detected', 'event_id', 'version', 'status', 'kafka', 'trace'],
           anomaliesOut.map((a) => [
             a.detected_at,
             a.event_id,
             a.version,
             a.status,
             a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : null,
+            a.trace_id,
           ]),
         ),
       );

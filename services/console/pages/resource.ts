@@ -1,6 +1,8 @@
+import { traceIdOf } from '#domain/contract/event-headers.ts';
 import { diffSnapshots } from '../diff.ts';
 import { html, query } from '../html.ts';
 import type { ResourceView } from '../readers.ts';
+import type { ResourceTrace } from '#domain/operations/trace.ts';
 import { page, problems, type PageContext } from './layout.ts';
 import { reconcileSection, type ReconcileAvailability } from './reconcile.ts';
 
@@ -28,6 +30,45 @@ function dataOf(payload: string): unknown {
   } catch {
     return null;
   }
+}
+
+/** A W3C trace id (32 hex), to look up in the tracing backend; empty when the event had no trace. */
+function traceCell(traceId: string | null | undefined) {
+  return traceId ? html`<code>${traceId}</code>` : '';
+}
+
+/** Deliveries of an event id already seen with other content: each has an anomaly row, not an inbox row. */
+function anomaliesSection(anomalies: ResourceTrace['anomalies']) {
+  return html`<section aria-labelledby="anomalies-h">
+    <h2 id="anomalies-h">Anomalies (${anomalies.length}: same event id, different content)</h2>
+    <div class="scroll" tabindex="0">
+      <table data-testid="anomalies">
+        <thead>
+          <tr>
+            <th scope="col">detected</th>
+            <th scope="col">event id</th>
+            <th scope="col">version</th>
+            <th scope="col">status</th>
+            <th scope="col">kafka</th>
+            <th scope="col">trace id</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${anomalies.map(
+            (a) =>
+              html`<tr data-anomaly-event-id="${a.event_id}">
+                <td>${a.detected_at}</td>
+                <td><code>${a.event_id}</code></td>
+                <td>${a.version}</td>
+                <td><span class="status status-${a.status}">${a.status}</span></td>
+                <td>${a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : ''}</td>
+                <td data-col="trace">${traceCell(a.trace_id)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
+  </section>`;
 }
 
 export function resourcePage(
@@ -83,6 +124,7 @@ export function resourcePage(
                       <th scope="col">attempts</th>
                       <th scope="col">kafka</th>
                       <th scope="col">settled</th>
+                      <th scope="col">trace id</th>
                     </tr>
                   </thead>
                   <tbody>
@@ -99,12 +141,14 @@ export function resourcePage(
                           <td data-col="attempts">${e.attempts}</td>
                           <td>${e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : ''}</td>
                           <td>${e.updated_at}</td>
+                          <td data-col="trace">${traceCell(e.trace_id)}</td>
                         </tr>`,
                     )}
                   </tbody>
                 </table>
               </div>
-            </section>`
+            </section>
+            ${trace.value.anomalies.length > 0 ? anomaliesSection(trace.value.anomalies) : ''}`
         : ''
     }
     ${
@@ -158,34 +202,38 @@ export function resourcePage(
             </section>
             <section aria-labelledby="applied-h">
               <h2 id="applied-h">Records on the applied topic (${records.length})</h2>
-              <table data-testid="applied">
-                <thead>
-                  <tr>
-                    <th scope="col">#</th>
-                    <th scope="col">event id</th>
-                    <th scope="col">applied</th>
-                    <th scope="col">published</th>
-                    <th scope="col">value</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  ${records.map(
-                    (r) =>
-                      html`<tr>
-                        <td>${r.id}</td>
-                        <td><code>${r.event_id}</code></td>
-                        <td>${r.created_at.toISOString()}</td>
-                        <td>${r.published_at ? r.published_at.toISOString() : 'not yet'}</td>
-                        <td>
-                          <details>
-                            <summary>value</summary>
-                            <pre>${r.payload}</pre>
-                          </details>
-                        </td>
-                      </tr>`,
-                  )}
-                </tbody>
-              </table>
+              <div class="scroll" tabindex="0">
+                <table data-testid="applied">
+                  <thead>
+                    <tr>
+                      <th scope="col">#</th>
+                      <th scope="col">event id</th>
+                      <th scope="col">applied</th>
+                      <th scope="col">published</th>
+                      <th scope="col">trace id</th>
+                      <th scope="col">value</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    ${records.map(
+                      (r) =>
+                        html`<tr>
+                          <td>${r.id}</td>
+                          <td><code>${r.event_id}</code></td>
+                          <td>${r.created_at.toISOString()}</td>
+                          <td>${r.published_at ? r.published_at.toISOString() : 'not yet'}</td>
+                          <td data-col="trace">${traceCell(traceIdOf(r.traceparent))}</td>
+                          <td>
+                            <details>
+                              <summary>value</summary>
+                              <pre>${r.payload}</pre>
+                            </details>
+                          </td>
+                        </tr>`,
+                    )}
+                  </tbody>
+                </table>
+              </div>
             </section>`
         : ''
     }

@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { traceIdHeader } from '#domain/contract/event-headers.ts';
 import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import {
   classifyFailure,
@@ -114,6 +115,7 @@ export class RetryRouter {
       attempt,
       failure_class: failure.class,
       failure_code: failure.code,
+      trace_id: traceIdHeader(record.headers),
     });
     let stale: number | undefined;
     try {
@@ -190,6 +192,7 @@ export class RetryRouter {
         reason: rowReason,
         attempts: attempt,
         last_error: lastError,
+        trace_id: traceIdHeader(record.headers) ?? null,
       });
       if (updated === 0) {
         await insertFailedEvent(client, {
@@ -212,6 +215,7 @@ export class RetryRouter {
           occurred_at: envelope.occurred_at,
           received_at: null,
           delivery_attempt: deliveryAttemptOf(record, envelope) ?? null,
+          trace_id: traceIdHeader(record.headers) ?? null,
         });
       }
       return isStale ? storedVersion : undefined;

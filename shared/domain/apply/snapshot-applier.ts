@@ -7,7 +7,14 @@ import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { BEGIN_APPLY_TRANSACTION, lockResourceKeys, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
-import { receivedAtHeader, reconcileTriggerHeader, sourceHeader, traceContextHeaders } from '#domain/contract/event-headers.ts';
+import {
+  receivedAtHeader,
+  reconcileTriggerHeader,
+  sourceHeader,
+  traceContextHeaders,
+  traceIdHeader,
+  traceIdOf,
+} from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -164,6 +171,8 @@ export class SnapshotApplier {
     const appliedAt = this.#clock();
     const env = (d: Decision) => d.event.envelope;
     const appliedAtIso = appliedAt.toISOString();
+    // The delivery's trace for the operator views: its apply span's (tracing on), else its header's.
+    const traceId = (d: Decision) => traceIdOf(traces?.get(d.event.record)?.traceparent) ?? traceIdHeader(d.event.record.headers);
     // Each applied snapshot is serialised once: the state row and the applied record share it.
     const dataJson = new Map<Decision, string | null>();
     for (const d of outboxRows) dataJson.set(d, d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}));
@@ -189,6 +198,7 @@ export class SnapshotApplier {
         delivery_attempt: d.event.deliveryAttempt,
         source: sourceHeader(d.event.record.headers),
         reconcile_trigger: reconcileTriggerHeader(d.event.record.headers),
+        trace_id: traceId(d),
         payload: d.event.bytes,
       })),
       state: stateRows.map((d) => ({
@@ -222,6 +232,7 @@ export class SnapshotApplier {
         source_topic: d.event.record.topic,
         source_partition: d.event.record.partition,
         source_offset: d.event.record.offset,
+        trace_id: traceId(d),
       })),
     });
     if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');

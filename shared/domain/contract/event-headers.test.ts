@@ -7,6 +7,8 @@ import {
   EVENT_HEADERS,
   receivedAtHeader,
   traceContextHeaders,
+  traceIdHeader,
+  traceIdOf,
 } from './event-headers.ts';
 
 const headers = {
@@ -73,5 +75,27 @@ describe('trace context headers', () => {
     expect(traceContextHeaders(headers)).toEqual({ traceparent, tracestate: 'a=b' });
     expect(decodeEventHeaders(headers)).toMatchObject({ traceparent, tracestate: 'a=b' });
     expect(traceContextHeaders({})).toEqual({});
+  });
+
+  it('reads the W3C trace id a traceparent names, and nothing from an invalid one', () => {
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    expect(traceIdOf(`00-${traceId}-00f067aa0ba902b7-01`)).toBe(traceId);
+    expect(traceIdOf(`00-${traceId}-00f067aa0ba902b7-00`)).toBe(traceId); // not sampled: still its trace
+    expect(traceIdOf(`01-${traceId}-00f067aa0ba902b7-01-future`)).toBe(traceId); // a later version may add fields
+    expect(traceIdHeader({ traceparent: Buffer.from(`00-${traceId}-00f067aa0ba902b7-01`) })).toBe(traceId);
+    for (const invalid of [
+      undefined,
+      null,
+      '',
+      `00-${traceId}-00f067aa0ba902b7-01-extra`,
+      `ff-${traceId}-00f067aa0ba902b7-01`,
+      `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`,
+      `00-${traceId}-${'0'.repeat(16)}-01`,
+      `00-${traceId.toUpperCase()}-00f067aa0ba902b7-01`,
+      `00-${traceId.slice(1)}-00f067aa0ba902b7-01`,
+    ]) {
+      expect(traceIdOf(invalid), String(invalid)).toBeUndefined();
+    }
+    expect(traceIdHeader({})).toBeUndefined();
   });
 });

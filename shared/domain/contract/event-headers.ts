@@ -117,6 +117,27 @@ export function reconcileTriggerHeader(headers: RecordHeaders | undefined): stri
   return headerText(headers, EVENT_HEADERS.reconcileTrigger);
 }
 
+// W3C Trace Context: version-trace_id-parent_id-flags, lowercase hex. Version ff is invalid, and
+// version 00 has exactly these four fields; an all-zero trace or parent id is invalid.
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?$/;
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_PARENT_ID = '0'.repeat(16);
+
+/** The trace id (32 hex) a W3C `traceparent` names; undefined when there is none or it is invalid. */
+export function traceIdOf(traceparent: string | null | undefined): string | undefined {
+  if (traceparent === null || traceparent === undefined) return undefined;
+  const match = TRACEPARENT.exec(traceparent.trim());
+  if (!match) return undefined;
+  const [, version, traceId, parentId, rest] = match;
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
+  return traceId === ZERO_TRACE_ID || parentId === ZERO_PARENT_ID ? undefined : traceId;
+}
+
+/** The trace id of the record's `traceparent` header (the trace the ingress started or continued), whether tracing is on here or not. */
+export function traceIdHeader(headers: RecordHeaders | undefined): string | undefined {
+  return traceIdOf(headerText(headers, EVENT_HEADERS.traceparent));
+}
+
 /** `traceparent` / `tracestate`: the W3C trace context a record continues (read only when tracing is on). */
 export function traceContextHeaders(headers: RecordHeaders | undefined): { traceparent?: string; tracestate?: string } {
   const traceparent = headerText(headers, EVENT_HEADERS.traceparent);

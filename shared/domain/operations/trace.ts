@@ -1,6 +1,7 @@
 // One resource's state, events, anomalies and applied records, shaped for reading: `bridge trace`
 // and the console's resource page.
 import { resourceKey } from '#domain/contract/index.ts';
+import { traceIdOf } from '#domain/contract/event-headers.ts';
 import { selectResourceAnomalies } from '#domain/store/anomalies.ts';
 import { selectResourceEvents } from '#domain/store/inbox.ts';
 import { selectAppliedRecords } from '#domain/store/outbox.ts';
@@ -53,6 +54,8 @@ export async function resourceTrace(pool: Queryable, resource: ResourceRef) {
     updated_at: iso(e.updated_at),
     source: e.source as string | null,
     reconcile_trigger: e.reconcile_trigger as string | null,
+    /** W3C trace id of the delivery that set the status (null: it carried and started no trace). */
+    trace_id: e.trace_id as string | null,
   }));
   const anomaliesOut = anomalies.map((a) => ({
     event_id: a.event_id as string,
@@ -66,8 +69,15 @@ export async function resourceTrace(pool: Queryable, resource: ResourceRef) {
         ? null
         : { topic: a.source_topic as string, partition: a.source_partition as number, offset: String(a.source_offset) },
     detected_at: iso(a.detected_at),
+    trace_id: a.trace_id as string | null,
   }));
-  const appliedOut = applied.map((a) => ({ event_id: a.event_id, created_at: iso(a.created_at), published_at: iso(a.published_at) }));
+  const appliedOut = applied.map((a) => ({
+    event_id: a.event_id,
+    created_at: iso(a.created_at),
+    published_at: iso(a.published_at),
+    /** The trace the record carries on (its traceparent header) for downstream consumers. */
+    trace_id: traceIdOf(a.traceparent) ?? null,
+  }));
 
   return {
     known: s !== undefined || events.length > 0 || anomalies.length > 0,

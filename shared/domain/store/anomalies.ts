@@ -27,6 +27,8 @@ export interface ResourceAnomalyRow {
   source_partition: number | null;
   source_offset: string | null;
   detected_at: Date;
+  /** The W3C trace id of the quarantined delivery (null: none, or older than migration 0009). */
+  trace_id: string | null;
 }
 
 /** One resource's anomalies, newest first (bridge trace). */
@@ -34,7 +36,7 @@ export async function selectResourceAnomalies(client: Queryable, resource: Resou
   const { rows } = await client.query<ResourceAnomalyRow>({
     text: `
       SELECT event_id, kind, status, resource_version, body_sha256, original_body_sha256,
-             source_topic, source_partition, source_offset, detected_at
+             source_topic, source_partition, source_offset, detected_at, trace_id
       FROM inbox_anomalies
       WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
       ORDER BY detected_at DESC, id DESC`,

@@ -143,6 +143,8 @@ const INBOX_ROWS = columns({
   source: text,
   /** What triggered a pulled snapshot (the `reconcile-trigger` header); null for webhooks. */
   reconcile_trigger: text,
+  /** The W3C trace id of this delivery (its apply span's, or its traceparent header's); null: no trace. */
+  trace_id: text,
   /** The raw body. */
   payload: packedText,
 });
@@ -180,6 +182,7 @@ const ANOMALY_ROWS = columns({
   source_topic: text,
   source_partition: int4,
   source_offset: int8,
+  trace_id: text,
 });
 
 export type InboxChunkRow = RowOf<typeof INBOX_ROWS>;
@@ -224,6 +227,8 @@ const WRITE_CHUNK_EFFECTS = statement(
       resource_version = EXCLUDED.resource_version,
       source = coalesce(inbox_events.source, EXCLUDED.source),
       reconcile_trigger = coalesce(inbox_events.reconcile_trigger, EXCLUDED.reconcile_trigger),
+      -- The trace of the delivery that settles the row, as its log line and applied record have.
+      trace_id = coalesce(EXCLUDED.trace_id, inbox_events.trace_id),
       updated_at = now()
     WHERE inbox_events.status IN ('received', 'retrying', 'dead_lettered')
     RETURNING 1
@@ -248,11 +253,11 @@ const WRITE_CHUNK_EFFECTS = statement(
   ), anomalies AS (
     INSERT INTO inbox_anomalies (
       event_id, body_sha256, original_body_sha256, payload, tenant_id, resource_type, resource_id,
-      resource_version, source_topic, source_partition, source_offset)
+      resource_version, source_topic, source_partition, source_offset, trace_id)
     SELECT r.event_id, r.body_sha256,
       (SELECT o.body_sha256 FROM inbox_events AS o WHERE o.tenant_id = r.tenant_id AND o.event_id = r.event_id),
       r.payload, r.tenant_id, r.resource_type, r.resource_id,
-      r.resource_version, r.source_topic, r.source_partition, r.source_offset
+      r.resource_version, r.source_topic, r.source_partition, r.source_offset, r.trace_id
     FROM ${anomalies.from}
     ON CONFLICT (tenant_id, event_id, body_sha256) DO NOTHING
     RETURNING 1

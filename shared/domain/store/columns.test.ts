@@ -190,6 +190,7 @@ describe('the store statements built from column specs', () => {
           delivery_attempt: undefined,
           source: 'src',
           reconcile_trigger: undefined,
+          trace_id: undefined,
           payload: Buffer.from('{}'),
         },
       ],
@@ -228,6 +229,7 @@ describe('the store statements built from column specs', () => {
       occurred_at: '2024-01-01T00:00:00Z',
       received_at: null,
       delivery_attempt: null,
+      trace_id: null,
     });
     await selectInboxStatuses(client, [{ tenant_id: 't', event_id: 'e' }]);
     await pruneInboxBodies(client, [{ tenant_id: 't', event_id: 'e', fingerprint: null }]);
@@ -236,7 +238,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 20 inbox parameters (+2 for the packed body), 7 (+2) state, 8 (+2) outbox (with the trace context), 1 anomalies.
-    expect(captured[2]!.values).toHaveLength(22 + 9 + 10 + 1);
+    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 7 (+2) state, 8 (+2) outbox (with the trace context), 1 anomalies.
+    expect(captured[2]!.values).toHaveLength(23 + 9 + 10 + 1);
   });
 });

@@ -9,15 +9,26 @@ import type { ResourceRef } from './state.ts';
  * Returns how many rows were updated (0: none pending with this body). */
 export async function recordPendingFailure(
   client: Queryable,
-  args: { tenant_id: string; event_id: string; body_sha256: string; status: string; reason: string; attempts: number; last_error: string },
+  args: {
+    tenant_id: string;
+    event_id: string;
+    body_sha256: string;
+    status: string;
+    reason: string;
+    attempts: number;
+    last_error: string;
+    /** The failed delivery's W3C trace id (null: it carried none; the row keeps the one it has). */
+    trace_id: string | null;
+  },
 ): Promise<number> {
   const result = await client.query({
     text: `
       UPDATE inbox_events SET
-        status = $1, reason = $2, attempts = GREATEST(attempts, $3), last_error = $4, updated_at = now()
+        status = $1, reason = $2, attempts = GREATEST(attempts, $3), last_error = $4,
+        trace_id = coalesce($8, trace_id), updated_at = now()
       WHERE tenant_id = $5 AND event_id = $6 AND body_sha256 = $7 AND status IN ('received', 'retrying', 'dead_lettered')
       RETURNING event_id`,
-    values: [args.status, args.reason, args.attempts, args.last_error, args.tenant_id, args.event_id, args.body_sha256],
+    values: [args.status, args.reason, args.attempts, args.last_error, args.tenant_id, args.event_id, args.body_sha256, args.trace_id],
   });
   return result.rowCount ?? 0;
 }
@@ -42,6 +53,8 @@ const FAILED_EVENT = columns({
   occurred_at: timestamptz,
   received_at: timestamptz,
   delivery_attempt: int4,
+  /** The W3C trace id the failed record's traceparent carries; null: none. */
+  trace_id: text,
 });
 export type FailedEventRow = RowOf<typeof FAILED_EVENT>;
 
@@ -133,6 +146,8 @@ export interface ResourceEventRow {
   source: string | null;
   /** Why it was pulled, for a reconciled snapshot (gap, unseen, quarantine, operator). */
   reconcile_trigger: string | null;
+  /** The W3C trace id of the delivery that set the status (null: no trace, or a row older than migration 0009). */
+  trace_id: string | null;
 }
 
 /** Every event seen for one resource, newest first: by when the bridge received it, then by
@@ -142,7 +157,7 @@ export async function selectResourceEvents(client: Queryable, resource: Resource
     text: `
       SELECT event_id, event_type, status, resource_version, reason, attempts, delivery_attempt, last_error, duplicate_of,
              idempotency_key, body_sha256, source_topic, source_partition, source_offset,
-             occurred_at, received_at, first_seen_at, updated_at, source, reconcile_trigger
+             occurred_at, received_at, first_seen_at, updated_at, source, reconcile_trigger, trace_id
       FROM inbox_events
       WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3
       ORDER BY COALESCE(received_at, first_seen_at) DESC, resource_version DESC NULLS LAST, event_id`,

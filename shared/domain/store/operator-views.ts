@@ -94,13 +94,15 @@ export interface AppliedValueRow {
   payload: string;
   created_at: Date;
   published_at: Date | null;
+  /** The apply span's W3C trace context, which the record carries (null: tracing was off). */
+  traceparent: string | null;
 }
 
 /** A resource key's newest applied records with their values (what the relay publishes), newest first. */
 export async function selectAppliedValues(client: Queryable, key: string, limit: number): Promise<AppliedValueRow[]> {
   const { rows } = await client.query<AppliedValueRow>({
     text: `
-      SELECT o.id::text AS id, o.event_id, o.payload, o.created_at, b.published_at
+      SELECT o.id::text AS id, o.event_id, o.payload, o.created_at, b.published_at, o.traceparent
       FROM applied_outbox AS o
       LEFT JOIN LATERAL (
         SELECT published_at FROM applied_outbox_batches

@@ -187,18 +187,29 @@ export async function oldestUnpublishedOutboxAge(client: Queryable): Promise<num
   return rows[0]!.age_seconds;
 }
 
+/** The newest applied record's position (undefined: none yet): what a stopping worker waits for the relay to pass. */
+export async function selectNewestOutboxPosition(client: Queryable): Promise<OutboxPosition | undefined> {
+  const { rows } = await client.query<OutboxPosition>({
+    text: `
+      SELECT tx::text AS tx, id::text AS id FROM applied_outbox ORDER BY tx DESC, id DESC LIMIT 1`,
+  });
+  return rows[0];
+}
+
 export interface AppliedRecordRow {
   event_id: string;
   created_at: Date;
   /** When the relay's batch covering the row was published (null: not yet). */
   published_at: Date | null;
+  /** The apply span's W3C trace context (null: tracing was off). */
+  traceparent: string | null;
 }
 
 /** A resource key's newest 50 applied records, newest first (bridge trace). */
 export async function selectAppliedRecords(client: Queryable, key: string): Promise<AppliedRecordRow[]> {
   const { rows } = await client.query<AppliedRecordRow>({
     text: `
-      SELECT o.event_id, o.created_at, b.published_at
+      SELECT o.event_id, o.created_at, b.published_at, o.traceparent
       FROM applied_outbox AS o
       LEFT JOIN LATERAL (
         SELECT published_at FROM applied_outbox_batches

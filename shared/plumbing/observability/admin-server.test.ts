@@ -1,3 +1,4 @@
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import { Writable } from 'node:stream';
@@ -104,5 +105,58 @@ describe('startAdminServer', () => {
     expect(text).not.toContain('10.1.2.3');
     expect(JSON.parse(text)).toEqual({ ready: false, checks: {} });
     expect(lines.some((l) => JSON.stringify(l).includes('10.1.2.3'))).toBe(true);
+  });
+
+  it('/livez is /healthz (the name Kubernetes itself uses): 200 unless the process must be restarted, whatever its checks', async () => {
+    let healthy = true;
+    server = await startAdminServer({
+      port: 0,
+      registry: new Registry(),
+      logger: capturingLogger().logger,
+      healthy: () => healthy,
+      ready: async () => ({ ready: false, checks: { broker: false, database: false } }),
+    });
+    for (const path of ['/healthz', '/livez', '/livez?verbose', '/healthz/']) {
+      const res = await fetch(`http://127.0.0.1:${server.port}${path}`);
+      expect([path, res.status, await res.json()]).toEqual([path, 200, { ok: true }]);
+    }
+    const ready = await fetch(`http://127.0.0.1:${server.port}/readyz?verbose`);
+    expect(ready.status).toBe(503);
+    await ready.text();
+    healthy = false;
+    const res = await fetch(`http://127.0.0.1:${server.port}/livez`);
+    expect([res.status, await res.json()]).toEqual([503, { ok: false }]);
+  });
+
+  it('closes at once while a kept-alive client (a Prometheus scraper) is in the middle of a request', async () => {
+    // Node's server.close() waits for a connection busy at that moment until its keep-alive
+    // timeout (5 s) unless the answer closes it: every shutdown would wait for that.
+    let release: () => void = () => {};
+    const slow = new Promise<void>((resolve) => (release = resolve));
+    const started = await startAdminServer({
+      port: 0,
+      registry: new Registry(),
+      logger: capturingLogger().logger,
+      ready: async () => {
+        await slow;
+        return { ready: false, checks: { accepting: false } };
+      },
+    });
+    const agent = new http.Agent({ keepAlive: true });
+    const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port: started.port, path: '/readyz', agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection }));
+        })
+        .on('error', reject);
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = performance.now();
+    const closed = started.close().then(() => performance.now() - t0);
+    release();
+    expect(await answer).toEqual({ status: 503, connection: 'close' });
+    expect(await closed).toBeLessThan(1000);
+    agent.destroy();
   });
 });

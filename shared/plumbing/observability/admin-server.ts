@@ -20,13 +20,20 @@ export interface AdminServerOptions {
   registry: Registry;
   /** Where failing readiness checks are explained (the response never carries the text). */
   logger?: Logger;
-  /** Liveness: the process is not wedged. */
+  /**
+   * Liveness (/livez, /healthz): false only when the process must be restarted (wedged, its
+   * consumer dead for good). Never a dependency's state: a broker or database outage is for
+   * readiness; a liveness failure makes the orchestrator kill the process, which cures neither.
+   */
   healthy?: () => boolean;
   /**
    * Readiness: dependencies answer; a load balancer should send traffic. A check is true when it
    * passes; false or a string (why not: logged, never answered) when it fails.
    */
   ready: () => Promise<{ ready: boolean; checks: Record<string, boolean | string> }>;
+  /** Resolves when the registry holds every metric (a scrape waits for it): a service whose metrics
+   * are registered as it starts, behind an admin port that answers probes before that. */
+  metricsReady?: () => Promise<unknown>;
 }
 
 export interface AdminServer {
@@ -37,7 +44,8 @@ export interface AdminServer {
 /**
  * The admin port (metrics, health, readiness), kept apart from any public port. /readyz answers
  * only check names and booleans: error text (broker addresses, database users and hosts) is for
- * the log, not for whoever can reach the port.
+ * the log, not for whoever can reach the port. /livez and /healthz are one endpoint: /livez and
+ * /readyz are the names Kubernetes's own components serve, /healthz the older one probes still use.
  */
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const logger = (options.logger ?? createLogger({ name: 'admin-server' })).child({ component: 'admin-server' });
@@ -69,26 +77,34 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     return { ready: result.ready, checks };
   }
 
+  let closing = false;
+  // Once closing, every answer closes its connection: node's server.close() otherwise waits for a
+  // kept-alive connection busy at that moment (a scrape) until its keep-alive timeout, 5 s.
+  const headers = (contentType: string) =>
+    closing ? { 'content-type': contentType, connection: 'close' } : { 'content-type': contentType };
   const server = http.createServer((req, res) => {
     void (async () => {
       try {
+        // The path alone: a probe may add a query (`?verbose`) or a trailing slash.
+        const path = (req.url ?? '/').split('?', 1)[0]!.replace(/(.)\/$/, '$1');
         if (req.method !== 'GET') {
-          res.writeHead(405).end();
-        } else if (req.url === '/metrics') {
+          res.writeHead(405, closing ? { connection: 'close' } : {}).end();
+        } else if (path === '/metrics') {
+          await options.metricsReady?.();
           const body = await options.registry.metrics();
-          res.writeHead(200, { 'content-type': options.registry.contentType }).end(body);
-        } else if (req.url === '/healthz') {
+          res.writeHead(200, headers(options.registry.contentType)).end(body);
+        } else if (path === '/livez' || path === '/healthz') {
           const ok = options.healthy ? options.healthy() : true;
-          res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ok }));
-        } else if (req.url === '/readyz') {
+          res.writeHead(ok ? 200 : 503, headers('application/json')).end(JSON.stringify({ ok }));
+        } else if (path === '/readyz') {
           const { ready, checks } = await readiness();
-          res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ready, checks }));
+          res.writeHead(ready ? 200 : 503, headers('application/json')).end(JSON.stringify({ ready, checks }));
         } else {
-          res.writeHead(404).end();
+          res.writeHead(404, closing ? { connection: 'close' } : {}).end();
         }
       } catch (error) {
         logger.error({ err: error, url: req.url }, 'admin request failed');
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'internal_error' }));
+        if (!res.headersSent) res.writeHead(500, headers('application/json')).end(JSON.stringify({ error: 'internal_error' }));
       }
     })();
   });
@@ -101,6 +117,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   logger.info({ host, port }, 'admin server listening');
   return {
     port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        closing = true;
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
   };
 }
