@@ -28,12 +28,12 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     nodeArgs: ['--max-semi-space-size=18'],
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
-  // A larger young generation for the worker: its batches allocate a lot of short-lived objects
-  // (measured in bench/results/worker.md).
+  // 16 MB semi-spaces for the worker (64 before): its peak RSS in bench:worker went from 694 to
+  // 450 MB with the relay thread's limits, for a few per cent of throughput (bench/results/worker.md).
   worker: {
     kind: 'worker',
     main: 'services/worker/main.ts',
-    nodeArgs: ['--max-semi-space-size=64'],
+    nodeArgs: ['--max-semi-space-size=16'],
     defaultAdminPort: DEFAULTS.adminPort.worker,
   },
   // The console has no admin port of its own: this is its web port (CONSOLE_PORT).

@@ -446,6 +446,31 @@ function stagesOf(phase: Phase): { stages: Stages; ledger: Ledger } {
 }
 
 const measured = phases.map((p) => ({ phase: p, ...stagesOf(p) }));
+// BENCH_EVENTS_CSV=<file>: every answered event's points in time (wall ms), to look for what the
+// percentiles hide (stalls that hit many events at once, a drift over a phase).
+if (process.env.BENCH_EVENTS_CSV) {
+  const rows = ['phase,event_id,status,due,ack,tx_start,commit_visible,relay_send,received'];
+  for (const p of phases)
+    for (const s of p.load.sent) {
+      const commit = commitWatch!.seen.get(s.eventId);
+      const record = appliedWatch!.seen.get(s.eventId);
+      rows.push(
+        [
+          JSON.stringify(p.name),
+          s.eventId,
+          s.status,
+          s.due,
+          s.answered ?? '',
+          commit?.transactionStart ?? '',
+          commit?.observed ?? '',
+          record?.kafkaTimestamp ?? '',
+          record?.received ?? '',
+        ].join(','),
+      );
+    }
+  writeFileSync(process.env.BENCH_EVENTS_CSV, `${rows.join('\n')}\n`);
+  log(`per-event times: ${process.env.BENCH_EVENTS_CSV}`);
+}
 const byRate = (rate: number) => measured.find((m) => m.phase.name === `${rate} req/s`);
 const totals = measured.reduce(
   (t, m) => ({

@@ -20,11 +20,13 @@ export const workerEnvSchema = z.object({
   ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.worker),
   ...adminHostEnv.shape,
   CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup),
-  // 1000 records per transaction and 2 MiB fetches measured ~20% faster than 500 / 1 MiB (bench/results/worker.md).
+  // 1000 records per transaction (bench/results/worker.md). Fetches of 1 MiB per partition rather than
+  // 2: with every partition of a fetch in flight at once (WORKER_PARTITIONS_CONCURRENCY) they bound
+  // what a backlog holds in memory (footprint notes in bench/results/worker.md).
   WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
   WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(12),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
-  WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(2_097_152),
+  WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),

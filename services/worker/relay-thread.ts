@@ -49,12 +49,21 @@ type FromThread =
 
 const THREAD_KIND = 'outbox-relay';
 
+/**
+ * The relay thread's own V8 heap. Without limits it inherits the worker's young generation and an
+ * old generation that grows with its allocation rate (kafkajs allocates several buffers per
+ * record), though what it keeps alive is one batch (RELAY_BATCH_SIZE rows, about 1 MB). Measured
+ * in bench:worker (bench/results/worker.md, footprint): these limits took the worker's peak RSS
+ * from 475 to 426 MB at the same throughput.
+ */
+export const RELAY_THREAD_LIMITS = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 64 } as const;
+
 /** Starts the relay thread. Rejects if it cannot connect; `onFatal` gets an error that ends it later. */
 export async function startRelayThread(
   settings: RelayThreadSettings,
   deps: { logger: Logger; metrics: WorkerMetrics; onFatal: (error: unknown) => void },
 ): Promise<RelayHandle> {
-  const thread = new Worker(new URL(import.meta.url), { workerData: { kind: THREAD_KIND, settings } });
+  const thread = new Worker(new URL(import.meta.url), { workerData: { kind: THREAD_KIND, settings }, resourceLimits: RELAY_THREAD_LIMITS });
   let started = false;
   let stopping = false;
   let dead = false;
