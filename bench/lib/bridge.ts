@@ -1,0 +1,225 @@
+// The bridge under a benchmark, as `npm start` runs it: a fresh database (migrated) and fresh
+// topics, then the ingress and one worker as separate processes with their production Node flags
+// (infra/services.ts), each logging to a file. The same steps as bench/e2e/run.ts's set-up, written
+// as functions with the run's name in every database, topic, group and log file name
+// (bench_<name>_<stamp>, bench.<name>.<stamp>.events, ...).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import type { Admin, Kafka } from 'kafkajs';
+import pg from 'pg';
+import { repoRoot } from '../../infra/paths.ts';
+import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/postgres.ts';
+import { serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
+import { migrate } from '#domain/store/migrate.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+
+/** This process and its ancestors (tsx, sh, npm, flock): not "other runs" for OtherRunsWatch. */
+export function ancestorPids(): Set<number> {
+  const pids = new Set<number>();
+  for (let pid = process.pid; pid > 1 && !pids.has(pid);) {
+    pids.add(pid);
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      break;
+    }
+  }
+  return pids;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+    probe.once('error', reject);
+  });
+}
+
+export interface BenchService {
+  name: string;
+  spec: ServiceSpec;
+  child: ChildProcess;
+  pid: number;
+  adminPort: number;
+  logFile: string;
+  /** The node command line after `node` (for the results file). */
+  args: string[];
+}
+
+export interface StartServiceOptions {
+  /** Appended to the environment (the caller's environment first). */
+  env: Record<string, string>;
+  logFile: string;
+  /** Extra Node arguments after npm start's (`--import tsx` comes first, so a preload may be TypeScript). */
+  extraNodeArgs?: string[];
+  /** Open an IPC channel to the child (process.send in the service; a preload can use it). */
+  ipc?: boolean;
+}
+
+export async function startService(spec: ServiceSpec, options: StartServiceOptions): Promise<BenchService> {
+  const adminPort = await freePort();
+  // Logs go to a file, not a pipe this busy process would drain late (a stalled pipe would stall the
+  // service's log writes: a property of the bench, not of the service).
+  const out = openSync(options.logFile, 'w');
+  // The command line of infra/services.ts's spawnService, which npm start's supervisor runs.
+  const args = [...spec.nodeArgs, '--import', 'tsx', ...(options.extraNodeArgs ?? []), path.join(repoRoot, spec.main)];
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env: { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) },
+    stdio: options.ipc ? ['ignore', out, out, 'ipc'] : ['ignore', out, out],
+  });
+  return { name: spec.kind, spec, child, pid: child.pid!, adminPort, logFile: options.logFile, args };
+}
+
+export async function waitReady(service: BenchService, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (service.child.exitCode !== null) throw new Error(`${service.name} exited with ${service.child.exitCode}; see ${service.logFile}`);
+    if (Date.now() > deadline) throw new Error(`${service.name} not ready within ${timeoutMs / 1000} s; see ${service.logFile}`);
+    const ready = await fetch(`http://127.0.0.1:${service.adminPort}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ready) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** SIGTERM, SIGKILL after 20 s; the exit code (null when killed by a signal). */
+export async function stopService(service: BenchService): Promise<number | null> {
+  if (service.child.exitCode !== null) return service.child.exitCode;
+  const exited = new Promise<number | null>((resolve) => service.child.once('exit', (code) => resolve(code)));
+  service.child.kill('SIGTERM');
+  const timer = setTimeout(() => service.child.kill('SIGKILL'), 20_000);
+  const code = await exited;
+  clearTimeout(timer);
+  return code;
+}
+
+export interface BenchBridgeOptions {
+  /** Goes into every name: `soak` gives bench_soak_<stamp>, bench.soak.<stamp>.events, bench-soak-applier-<stamp>. */
+  name: string;
+  brokers: string[];
+  logger: Logger;
+  log: (line: string) => void;
+  logLevel: string;
+  /** Extra Node arguments for both services (see StartServiceOptions). */
+  extraNodeArgs?: string[];
+  ipc?: boolean;
+  /** Keep the database and topics at stop(). */
+  keep?: boolean;
+}
+
+export interface BenchBridge {
+  stamp: string;
+  postgres: ResolvedPostgres;
+  database: string;
+  databaseUrl: string;
+  settings: TopicSettings;
+  kafka: Kafka;
+  /** Connected; disconnected by stop(). */
+  admin: Admin;
+  ingress: BenchService;
+  worker: BenchService;
+  ingressPort: number;
+  /** The worker's consumer group on the events topic. */
+  workerGroup: string;
+  /** Stops both services (SIGTERM), then drops what start created (unless keep): their exit codes. */
+  stop(extraGroups?: string[]): Promise<{ ingress: number | null; worker: number | null }>;
+}
+
+/** A fresh database and topics and both services started (not yet ready: see waitReady). */
+export async function startBridge(options: BenchBridgeOptions): Promise<BenchBridge> {
+  const { name, brokers, log } = options;
+  const stamp = `${Date.now().toString(36)}${process.pid.toString(36)}`;
+  const postgres = await resolvePostgres(log);
+  const database = `bench_${name}_${stamp}`;
+  {
+    const admin = new pg.Client({ connectionString: postgres.adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+    await admin.end();
+  }
+  const databaseUrl = withDatabase(postgres.adminUrl, database);
+  {
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+    await migrate(pool);
+    await pool.end();
+  }
+  const settings: TopicSettings = {
+    ...DEFAULTS.topics,
+    events: `bench.${name}.${stamp}.events`,
+    applied: `bench.${name}.${stamp}.applied`,
+  };
+  const kafka = createKafka({ brokers, clientId: `bench-${name}`, logger: options.logger });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, topicSpecs(settings), settings.replicationFactor);
+  log(`database ${database}, topics ${settings.events} (+ retries, dlq) and ${settings.applied}`);
+
+  const common = { KAFKA_BROKERS: brokers.join(','), TOPIC_EVENTS: settings.events, LOG_LEVEL: options.logLevel };
+  const logFile = (kind: string) => path.join(os.tmpdir(), `bench-${name}-${kind}-${stamp}.log`);
+  const spawnOptions = {
+    ...(options.extraNodeArgs ? { extraNodeArgs: options.extraNodeArgs } : {}),
+    ...(options.ipc ? { ipc: true } : {}),
+  };
+  const ingressPort = await freePort();
+  const ingress = await startService(serviceSpecs.ingress, {
+    env: { ...common, PORT: String(ingressPort), HOST: '127.0.0.1' },
+    logFile: logFile('ingress'),
+    ...spawnOptions,
+  });
+  const workerGroup = `bench-${name}-applier-${stamp}`;
+  const worker = await startService(serviceSpecs.worker, {
+    env: {
+      ...common,
+      DATABASE_URL: databaseUrl,
+      TOPIC_APPLIED: settings.applied,
+      TOPIC_RETRY_LEVELS: String(settings.retryLevels),
+      CONSUMER_GROUP: workerGroup,
+    },
+    logFile: logFile('worker'),
+    ...spawnOptions,
+  });
+
+  let stopped: Promise<{ ingress: number | null; worker: number | null }> | undefined;
+  const stop = async (extraGroups: string[] = []) => {
+    const ingressCode = await stopService(ingress).catch(() => null);
+    const workerCode = await stopService(worker).catch(() => null);
+    if (!options.keep) {
+      await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
+      const retryGroups = Array.from({ length: settings.retryLevels }, (_, i) => `${workerGroup}.retry.${i + 1}`);
+      await admin.deleteGroups([workerGroup, ...retryGroups, ...extraGroups]).catch(() => {});
+      const c = new pg.Client({ connectionString: postgres.adminUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(database)} WITH (FORCE)`).catch(() => {});
+      await c.end();
+    }
+    await admin.disconnect().catch(() => {});
+    await postgres.stop();
+    return { ingress: ingressCode, worker: workerCode };
+  };
+  return {
+    stamp,
+    postgres,
+    database,
+    databaseUrl,
+    settings,
+    kafka,
+    admin,
+    ingress,
+    worker,
+    ingressPort,
+    workerGroup,
+    stop: (extraGroups) => (stopped ??= stop(extraGroups)),
+  };
+}

@@ -1,0 +1,352 @@
+// npm run bench:soak: the bridge as `npm start` runs it (bench/lib/bridge.ts: the ingress and a
+// worker applying to Postgres with its relay publishing, fresh database and topics), driven open
+// loop at a steady rate for 20 minutes (bench/soak/steady-load.ts), sampled every 10 s
+// (bench/soak/sampler.ts: RSS, event-loop delay, the worker group's lag, POST -> applied p99).
+// Passes when each service's RSS after the warm-up grows less than 10%, the lag is 0 within 10 s
+// after the load stops, and the ledger is exact (bench/soak/criteria.ts). Writes the results file
+// (a hand-written "## Notes" section there survives a new run) and an SVG of the samples beside it.
+// Exits 0 when every criterion passes, 1 when one fails or the run breaks, 2 on bad arguments.
+//
+//   npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md]
+// Environment (the flags win): BENCH_SOAK_RATE, BENCH_SOAK_DURATION_MS, BENCH_SOAK_WARMUP_MS,
+// BENCH_SOAK_SAMPLE_MS, BENCH_SOAK_OUT, BENCH_DRAIN_TIMEOUT_MS, BENCH_RESOURCES, BENCH_LOG_LEVEL,
+// BENCH_KEEP=1 (keep the database and topics), KAFKA_BROKERS, DATABASE_URL (an admin URL).
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { loadDevEnv } from '../../infra/bootstrap.ts';
+import { brokerReady } from '../../infra/kafka/local-kafka.ts';
+import { repoRoot } from '../../infra/paths.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
+import { parseBrokers } from '#plumbing/kafka/client.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { ancestorPids, startBridge, waitReady, type BenchBridge } from '../lib/bridge.ts';
+import { OtherRunsWatch } from '../lib/machine.ts';
+import { procStatusMb, RssSampler } from '../lib/rss.ts';
+import { fmt, summarise } from '../lib/stats.ts';
+import { eventFactory, wallNow } from '../e2e/load.ts';
+import { watchApplied, type AppliedWatch } from '../e2e/observe.ts';
+import { renderChart } from './chart.ts';
+import { lagDrain, ledger, rssGrowth } from './criteria.ts';
+import { renderReport, type SoakRun } from './report.ts';
+import { Sampler, totalLag, type SamplePhase } from './sampler.ts';
+import { steadyLoad } from './steady-load.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    rate: { type: 'string' },
+    'duration-ms': { type: 'string' },
+    'warmup-ms': { type: 'string' },
+    'sample-ms': { type: 'string' },
+    out: { type: 'string' },
+  },
+  allowPositionals: false,
+});
+const env = process.env;
+// Half of the measured peak: bench/results/e2e.md sustains 1,000 req/s with nothing lost and every 2xx applied 0.2 s after
+// the last answer, with the machine at 193% of its 200% and the ingress's ack p99 at 2.6 s (queueing starts there).
+const DEFAULT_RATE = 500;
+const RATE = Number(flags.rate ?? env.BENCH_SOAK_RATE ?? DEFAULT_RATE);
+const DURATION_MS = Number(flags['duration-ms'] ?? env.BENCH_SOAK_DURATION_MS ?? 20 * 60_000);
+// The warm-up is the start of the same load, left out of the RSS baseline: half the run, at most 2 minutes (2 min of a
+// 20-min run, 1 min of a 2-min one). At 500 req/s the worker's RSS climbs from ~300 MB to its working size (~500 MB) over
+// the first 50-80 s and then holds within a few %; a baseline taken on the climb would read as growth.
+const WARMUP_MS = Number(flags['warmup-ms'] ?? env.BENCH_SOAK_WARMUP_MS ?? Math.min(120_000, DURATION_MS / 2));
+const SAMPLE_MS = Number(flags['sample-ms'] ?? env.BENCH_SOAK_SAMPLE_MS ?? 10_000);
+const OUT = path.resolve(flags.out ?? env.BENCH_SOAK_OUT ?? path.join(repoRoot, 'bench', 'results', 'soak.md'));
+const CHART = OUT.replace(/\.md$/, '') + '.svg';
+const DRAIN_TIMEOUT_MS = Number(env.BENCH_DRAIN_TIMEOUT_MS ?? 60_000);
+const LAG_POLL_MS = 250;
+const RSS_SAMPLE_MS = 1000;
+// More ids than the run sends: no resource repeats, so every 2xx must apply (none can be stale).
+const RESOURCES = Number(env.BENCH_RESOURCES ?? Math.max(100_000, Math.ceil((RATE * DURATION_MS) / 1000) + 1));
+const KEEP = env.BENCH_KEEP === '1';
+if (!(RATE > 0) || !(DURATION_MS > 0) || !(WARMUP_MS >= 0) || !(WARMUP_MS < DURATION_MS) || !(SAMPLE_MS >= 1000) || !(RESOURCES > 0)) {
+  console.error(
+    'usage: npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md]',
+  );
+  console.error('       (rate > 0, 0 <= warm-up < duration, sample >= 1000 ms)');
+  process.exit(2);
+}
+if ((DURATION_MS - WARMUP_MS) / SAMPLE_MS < 4) {
+  console.error(`the soak after the warm-up (${(DURATION_MS - WARMUP_MS) / 1000} s) needs at least 4 samples of ${SAMPLE_MS / 1000} s`);
+  process.exit(2);
+}
+
+const log = (line: string) => console.error(`[bench:soak] ${line}`);
+loadDevEnv(); // as npm start: the dev sources and their secrets, LOG_LEVEL=info; variables already set win
+const brokers = parseBrokers(env.KAFKA_BROKERS ?? DEFAULTS.dev.kafkaBrokers);
+const logger = createLogger({ name: 'bench-soak', level: 'warn' });
+const logLevel = env.BENCH_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info';
+if (!(await brokerReady(brokers))) {
+  console.error(`no Kafka broker answers at ${brokers.join(',')} (npm run kafka:start, or set KAFKA_BROKERS)`);
+  process.exit(1);
+}
+
+const ourPids = ancestorPids();
+const otherRunsWholeRun = new OtherRunsWatch(() => ourPids);
+const otherRunsWindow = new OtherRunsWatch(() => ourPids);
+const loadBefore = os.loadavg();
+const runStarted = new Date();
+const probe = path.join(repoRoot, 'bench', 'soak', 'loop-probe.ts');
+
+const bridge: BenchBridge = await startBridge({
+  name: 'soak',
+  brokers,
+  logger,
+  log,
+  logLevel,
+  extraNodeArgs: ['--import', probe],
+  ipc: true,
+  keep: KEEP,
+});
+const { ingress, worker } = bridge;
+// Stopped from outside (Ctrl-C, a test's timeout): stop the services too, never leave them running.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping the services`);
+    void bridge.stop().finally(() => process.exit(1));
+  });
+}
+const readerGroup = `bench-soak-reader-${bridge.stamp}`;
+const rss = new RssSampler({ ingress: ingress.pid, worker: worker.pid }, RSS_SAMPLE_MS);
+let applied: AppliedWatch | undefined;
+let failure: unknown;
+let run:
+  | Omit<
+      SoakRun,
+      'pgVersion' | 'inboxStatuses' | 'ledger' | 'exitCodes' | 'rssHwmMb' | 'rssPeakMb' | 'rssSoakPeakMb' | 'loadAfter' | 'otherRuns'
+    >
+  | undefined;
+const notApplied = new Map<string, string>();
+
+try {
+  await Promise.all([waitReady(ingress), waitReady(worker)]);
+  log(`ingress (pid ${ingress.pid}) and worker (pid ${worker.pid}) ready`);
+  applied = await watchApplied(bridge.kafka, bridge.settings.applied, readerGroup);
+
+  const warmupSamples = Math.floor(WARMUP_MS / SAMPLE_MS);
+  const loadSamples = Math.ceil(DURATION_MS / SAMPLE_MS);
+  // By index, not by clock: sample k covers ((k - 1) * SAMPLE_MS, k * SAMPLE_MS] after the first due time.
+  const phaseOf = (index: number): SamplePhase => (index <= warmupSamples ? 'warm-up' : index <= loadSamples ? 'soak' : 'drain');
+  const load = steadyLoad({
+    port: bridge.ingressPort,
+    path: '/webhooks/demo',
+    rate: RATE,
+    durationMs: DURATION_MS,
+    factory: eventFactory(env.DEMO_SECRET!, RESOURCES),
+    warmupMs: WARMUP_MS,
+  });
+  const sampler = new Sampler({
+    load,
+    applied,
+    admin: bridge.admin,
+    group: bridge.workerGroup,
+    topic: bridge.settings.events,
+    services: { ingress, worker },
+    otherRuns: otherRunsWindow,
+    phaseOf,
+  });
+  sampler.reset();
+  rss.window(WARMUP_MS > 0 ? 'warm-up' : 'soak');
+  log(`${RATE} req/s for ${DURATION_MS / 1000} s (warm-up ${WARMUP_MS / 1000} s), a sample every ${SAMPLE_MS / 1000} s`);
+
+  let answered = false;
+  void load.allAnswered.then(() => (answered = true));
+  let loadStopped: { lastDue: number; lastSent: number } | undefined;
+  // After the load: the lag from the first reading, and the first reading of 0 once every request is answered.
+  const lagWatch = load.sendingDone.then(async (stopped) => {
+    loadStopped = stopped;
+    rss.window('drain');
+    let atStop = NaN;
+    let readings = 0;
+    const deadline = stopped.lastSent + DRAIN_TIMEOUT_MS;
+    while (wallNow() < deadline) {
+      const lag = await totalLag(bridge.admin, bridge.workerGroup, bridge.settings.events);
+      readings += 1;
+      if (readings === 1) atStop = lag;
+      if (answered && lag === 0) return lagDrain(atStop, wallNow() - stopped.lastSent, readings);
+      await new Promise((r) => setTimeout(r, LAG_POLL_MS));
+    }
+    return lagDrain(atStop, NaN, readings);
+  });
+  const drained = () =>
+    loadStopped !== undefined &&
+    answered &&
+    [...load.byEventId.values()].every((s) => s.status < 200 || s.status >= 300 || applied!.seen.has(s.eventId));
+
+  // Samples on a fixed grid from the first due time, on through the drain until every 2xx is applied.
+  let lagResult: Awaited<typeof lagWatch> | undefined;
+  void lagWatch.then((r) => (lagResult = r));
+  for (let k = 1; ; k += 1) {
+    const at = load.started + k * SAMPLE_MS;
+    await new Promise((r) => setTimeout(r, Math.max(0, at - wallNow())));
+    const sample = await sampler.take();
+    if (sample.phase === 'warm-up' && phaseOf(k + 1) === 'soak') rss.window('soak');
+    const loop = (d?: { p99: number }) => (d ? fmt(d.p99, 1) : '-');
+    log(
+      `t=${fmt(sample.t, 0)} s ${sample.phase}: ${sample.sent} sent, ${sample.accepted} 2xx${sample.rejected ? `, ${sample.rejected} other answers` : ''}, ${sample.applied} applied, e2e p99 ${fmt(sample.e2e.p99, 0)} ms, lag ${sample.lag}, RSS ${fmt(sample.rssMb.ingress, 0)} / ${fmt(sample.rssMb.worker, 0)} MB, loop p99 ${loop(sample.loop.ingress)} / ${loop(sample.loop.worker)} / ${loop(sample.loop.relay)} ms`,
+    );
+    // (A generator running late can still be sending in the first 'drain' window.)
+    if (loadStopped !== undefined && ((drained() && lagResult !== undefined) || wallNow() > loadStopped.lastSent + DRAIN_TIMEOUT_MS)) break;
+  }
+  // Every 2xx applied, or the drain timeout passed: the ledger is read now.
+  while (!drained() && loadStopped !== undefined && wallNow() < loadStopped.lastSent + DRAIN_TIMEOUT_MS)
+    await new Promise((r) => setTimeout(r, 250));
+  const lag = await lagWatch;
+  // POST -> applied record over every 2xx due after the warm-up (those applied in the drain too).
+  const e2eSoak = summarise(
+    [...load.byEventId.values()].flatMap((s) => {
+      const record = s.phase === 'soak' && s.status >= 200 && s.status < 300 ? applied!.seen.get(s.eventId) : undefined;
+      return record ? [record.received - s.due] : [];
+    }),
+  );
+  run = {
+    command: `npm run bench:soak${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    started: runStarted,
+    rate: RATE,
+    defaultRate: DEFAULT_RATE,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    sampleMs: SAMPLE_MS,
+    resources: RESOURCES,
+    drainTimeoutMs: DRAIN_TIMEOUT_MS,
+    lagPollMs: LAG_POLL_MS,
+    logLevel,
+    brokers,
+    postgres: bridge.postgres,
+    settings: bridge.settings,
+    services: { ingress: ingress.args, worker: worker.args },
+    probe: path.relative(repoRoot, probe),
+    loadBefore,
+    samples: sampler.samples,
+    load: { started: load.started, ...loadStopped!, sent: load.counters.sent, byEventId: load.byEventId },
+    lag,
+    e2eSoak,
+    rss: rssGrowth(sampler.samples),
+    appliedWatch: { duplicates: applied.duplicates, unlabelled: applied.unlabelled },
+    drained: drained(),
+  };
+} catch (error) {
+  failure = error;
+}
+
+// The services' high-water marks before they stop.
+const rssPeaks = rss.stop();
+const rssHwmMb = { ingress: procStatusMb(ingress.pid, 'VmHWM'), worker: procStatusMb(worker.pid, 'VmHWM') };
+otherRunsWindow.stop();
+otherRunsWholeRun.stop();
+let pgVersion = 'unknown';
+let inboxStatuses: Record<string, number> = {};
+try {
+  const c = new pg.Client({ connectionString: bridge.databaseUrl });
+  await c.connect();
+  inboxStatuses = Object.fromEntries(
+    (
+      await c.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM inbox_events GROUP BY status ORDER BY status')
+    ).rows.map((r) => [r.status, r.n]),
+  );
+  for (const r of (
+    await c.query<{ event_id: string; status: string }>("SELECT event_id, status FROM inbox_events WHERE status <> 'applied'")
+  ).rows)
+    notApplied.set(r.event_id, r.status);
+  pgVersion = (await c.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
+  await c.end();
+} catch (error) {
+  failure ??= error;
+}
+await applied?.stop().catch(() => {});
+const exitCodes = await bridge.stop([readerGroup]);
+if (failure !== undefined || run === undefined || applied === undefined) {
+  console.error(failure);
+  log(`service logs: ${ingress.logFile}, ${worker.logFile}`);
+  process.exit(1);
+}
+
+const result: SoakRun = {
+  ...run,
+  pgVersion,
+  inboxStatuses,
+  ledger: ledger({
+    sent: run.load.byEventId.values(),
+    appliedIds: applied.seen,
+    duplicates: applied.duplicates,
+    unlabelled: applied.unlabelled,
+    notApplied,
+  }),
+  exitCodes,
+  rssPeakMb: { ingress: rssPeaks.ingress!.peakMb, worker: rssPeaks.worker!.peakMb },
+  rssSoakPeakMb: { ingress: rssPeaks.ingress!.windows.soak ?? NaN, worker: rssPeaks.worker!.windows.soak ?? NaN },
+  rssHwmMb,
+  loadAfter: os.loadavg(),
+  otherRuns: otherRunsWholeRun.seen(),
+};
+const report = renderReport(result, path.basename(CHART));
+const previous = (() => {
+  try {
+    return readFileSync(OUT, 'utf8');
+  } catch {
+    return '';
+  }
+})();
+const notesAt = previous.indexOf('\n## Notes');
+writeFileSync(OUT, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+const t = result.samples.map((s) => s.t);
+writeFileSync(
+  CHART,
+  renderChart({
+    title: `bench:soak, ${RATE} req/s for ${fmt(DURATION_MS / 60_000, 1)} min (${result.started.toISOString().slice(0, 16).replace('T', ' ')} UTC)`,
+    times: t,
+    warmupEndS: WARMUP_MS / 1000,
+    loadEndS: (result.load.lastSent - result.load.started) / 1000,
+    panels: [
+      {
+        title: 'RSS per service',
+        unit: 'MiB, VmRSS',
+        series: [
+          { label: 'ingress', color: '#1f77b4', values: result.samples.map((s) => s.rssMb.ingress) },
+          { label: 'worker (relay thread incl.)', color: '#d62728', values: result.samples.map((s) => s.rssMb.worker) },
+        ],
+      },
+      {
+        title: 'POST → applied record',
+        unit: 'ms, per window',
+        series: [
+          { label: 'p99', color: '#9467bd', values: result.samples.map((s) => s.e2e.p99) },
+          { label: 'p50', color: '#9467bd', values: result.samples.map((s) => s.e2e.p50), dashed: true },
+        ],
+      },
+      {
+        title: 'Worker group lag, events topic',
+        unit: 'records',
+        series: [{ label: 'lag', color: '#2ca02c', values: result.samples.map((s) => s.lag) }],
+      },
+      {
+        title: 'Event-loop delay p99',
+        unit: 'ms, per window',
+        series: [
+          { label: 'ingress', color: '#1f77b4', values: result.samples.map((s) => s.loop.ingress?.p99 ?? NaN) },
+          { label: 'worker main thread', color: '#d62728', values: result.samples.map((s) => s.loop.worker?.p99 ?? NaN) },
+          { label: 'worker relay thread', color: '#ff7f0e', values: result.samples.map((s) => s.loop.relay?.p99 ?? NaN), dashed: true },
+        ],
+      },
+    ],
+  }),
+);
+console.log(report);
+log(
+  `results: ${path.relative(process.cwd(), OUT)}, chart: ${path.relative(process.cwd(), CHART)}; service logs: ${ingress.logFile}, ${worker.logFile}`,
+);
+const failed = [
+  ...result.rss.filter((r) => !r.pass).map((r) => `${r.service} RSS grew ${fmt(r.growth * 100, 1)}%`),
+  ...(result.lag.pass
+    ? []
+    : [
+        `lag not 0 within 10 s after the load (${Number.isFinite(result.lag.zeroAfterMs) ? `${fmt(result.lag.zeroAfterMs / 1000, 1)} s` : 'never'})`,
+      ]),
+  ...(result.ledger.exact ? [] : ['ledger not exact']),
+];
+log(failed.length ? `FAIL: ${failed.join('; ')}` : 'PASS: every criterion met');
+process.exit(failed.length ? 1 : 0);
