@@ -20,12 +20,13 @@ export interface ServiceSpec {
 }
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
-  // A bounded young generation keeps the ingress's RSS under 200 MB at full load; 18 MB semi-spaces
-  // scavenge less often than 16 for about 25 MB more (20 reached 201 MB; bench/results/ingress.md).
+  // A bounded young generation keeps the ingress's RSS within 150 MB at full load: 8 MB semi-spaces
+  // peaked at 143.6 MB in bench:ingress, 18 MB at 193.6 MB, for b/a 0.39 against 0.42 (noisy
+  // machine; bench/results/footprint.md).
   ingress: {
     kind: 'ingress',
     main: 'services/ingress/main.ts',
-    nodeArgs: ['--max-semi-space-size=18'],
+    nodeArgs: ['--max-semi-space-size=8'],
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
   // 16 MB semi-spaces for the worker (64 before): its peak RSS in bench:worker went from 694 to
