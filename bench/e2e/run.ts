@@ -1,7 +1,7 @@
 // npm run bench:e2e: the bridge end to end, as `npm start` runs it (the ingress and the worker as
 // separate processes with their production Node flags, infra/services.ts), against the local broker
 // and Postgres, with a fresh database and fresh topics. Drives the ingress at fixed rates, open loop
-// (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and polls the
+// (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and reads the
 // worker's commits (bench/e2e/observe.ts), and reports POST -> record on the applied topic per rate
 // with a per-stage breakdown, the ledger (2xx answers = applied records) and each service's peak RSS.
 // Writes bench/results/e2e.md (a hand-written "## Notes" section there survives a new run).
@@ -33,7 +33,7 @@ import { machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
 import { BODY_BYTES, eventFactory, openLoop, wallNow, type PhaseResult } from './load.ts';
-import { watchApplied, watchCommits, type AppliedWatch, type CommitWatch } from './observe.ts';
+import { commitsFromWorkerLog, watchApplied, watchCommits, type AppliedWatch, type CommitWatch } from './observe.ts';
 
 const { values: flags } = parseArgs({
   options: { rates: { type: 'string' }, 'duration-ms': { type: 'string' }, 'warmup-ms': { type: 'string' } },
@@ -45,7 +45,8 @@ const DURATION_MS = Number(flags['duration-ms'] ?? process.env.BENCH_DURATION_MS
 // 5 s, 42 ms after 15 s, in back-to-back runs).
 const WARMUP_MS = Number(flags['warmup-ms'] ?? process.env.BENCH_WARMUP_MS ?? 15_000);
 const WARMUP_RATE = Number(process.env.BENCH_WARMUP_RATE ?? 200);
-const COMMIT_POLL_MS = Number(process.env.BENCH_COMMIT_POLL_MS ?? 5);
+// 0 (default): commit times from the worker's log after the run (no load during it); > 0: poll every N ms.
+const COMMIT_POLL_MS = Number(process.env.BENCH_COMMIT_POLL_MS ?? 0);
 // Idle window after the warm-up: what the services, Postgres and the broker burn with no load.
 const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 5_000);
 const RSS_SAMPLE_MS = Number(process.env.BENCH_RSS_SAMPLE_MS ?? 200);
@@ -317,7 +318,7 @@ try {
   await Promise.all(services.map((s) => waitReady(s)));
   log(`ingress (pid ${ingress.pid}) and worker (pid ${worker.pid}) ready`);
   applied = await watchApplied(kafka, settings.applied, `bench-e2e-reader-${stamp}`);
-  commits = await watchCommits(databaseUrl, COMMIT_POLL_MS);
+  if (COMMIT_POLL_MS > 0) commits = await watchCommits(databaseUrl, COMMIT_POLL_MS);
   if (WARMUP_MS > 0) phases.push(await runPhase('warm-up', WARMUP_RATE, WARMUP_MS));
   if (IDLE_MS > 0) {
     log(`idle for ${IDLE_MS / 1000} s (CPU with no load)`);
@@ -339,6 +340,7 @@ const hwm = { ingress: procStatusMb(ingress.pid, 'VmHWM'), worker: procStatusMb(
 const clockCheckEnd = { wall: Date.now(), mono: wallNow() };
 const exitCodes = { ingress: await stopService(ingress), worker: await stopService(worker) };
 const appliedWatch = applied;
+if (COMMIT_POLL_MS <= 0 && failure === undefined) commits = await commitsFromWorkerLog(worker.logFile, databaseUrl);
 const commitWatch = commits;
 let inboxStatuses: Record<string, number> = {};
 /** Events the worker did not apply (stale, duplicate, quarantined, ...): their inbox status. */
@@ -516,14 +518,14 @@ ${ledger.sent.toLocaleString('en')} requests due over ${fmt(phase.load.sent.leng
 |---|---:|---:|---:|---:|
 ${row('**POST → record on the applied topic** (due time → received by the bench consumer)', s.total)}
 ${row('1. POST → broker ack (due time → HTTP 202 received)', s.ack)}
-${row('2. ack → worker commit (202 → the applied_outbox row visible to the commit poller)', s.ackToCommit)}
+${row('2. ack → worker commit (202 → its transaction committed)', s.ackToCommit)}
 ${row('&nbsp;&nbsp;2a. ack → apply transaction start (applied_outbox.created_at = now())', s.ackToTxStart)}
 ${row('&nbsp;&nbsp;2b. apply transaction start → commit visible', s.txStartToCommit)}
 ${row('3. commit → published (commit visible → received by the read_committed consumer)', s.commitToPublished)}
 ${row('&nbsp;&nbsp;3a. commit visible → relay send (the record\u2019s Kafka timestamp, CreateTime)', s.commitToSend)}
 ${row('&nbsp;&nbsp;3b. relay send → received (transaction commit, LSO, fetch)', s.sendToReceived)}
 
-Counts: ${ledger.sent.toLocaleString('en')} sent, **${ledger.accepted.toLocaleString('en')} 2xx**, non-2xx ${others}; **${ledger.applied.toLocaleString('en')} applied records** matched by event id, ${ledger.lost} lost (2xx, no applied record within ${DRAIN_TIMEOUT_MS / 1000} s and no inbox row saying why)${Object.keys(ledger.notApplied).length ? `, not applied by the worker: ${JSON.stringify(ledger.notApplied)}` : ''}, ${ledger.extra} applied without a 2xx; ${ledger.commitsSeen.toLocaleString('en')} commits seen by the poller. Every 2xx applied ${fmt(phase.drainedMs / 1000, 2)} s after the last answer: ${phase.drainedAll ? 'yes' : '**no**'}.
+Counts: ${ledger.sent.toLocaleString('en')} sent, **${ledger.accepted.toLocaleString('en')} 2xx**, non-2xx ${others}; **${ledger.applied.toLocaleString('en')} applied records** matched by event id, ${ledger.lost} lost (2xx, no applied record within ${DRAIN_TIMEOUT_MS / 1000} s and no inbox row saying why)${Object.keys(ledger.notApplied).length ? `, not applied by the worker: ${JSON.stringify(ledger.notApplied)}` : ''}, ${ledger.extra} applied without a 2xx; ${ledger.commitsSeen.toLocaleString('en')} commits seen. Every 2xx applied ${fmt(phase.drainedMs / 1000, 2)} s after the last answer: ${phase.drainedAll ? 'yes' : '**no**'}.
 Peak RSS in this phase (sampled): ingress ${fmt(phase.rssMb.ingress, 1)} MB, worker ${fmt(phase.rssMb.worker, 1)} MB.
 CPU over the phase (${fmt(phase.cpu.seconds, 1)} s, send window + drain; % of one core): ingress ${pct(phase.cpu.ingress, phase.cpu.seconds)}, worker ${pct(phase.cpu.worker, phase.cpu.seconds)}, Postgres ${pct(phase.cpu.postgres, phase.cpu.seconds)}, broker ${pct(phase.cpu.kafka, phase.cpu.seconds)}, bench process ${pct(phase.cpu.bench, phase.cpu.seconds)}; whole machine ${pct(phase.cpu.machine, phase.cpu.seconds)} of ${os.cpus().length * 100}%, of which **${pct(phase.cpu.machine - phase.cpu.ingress - phase.cpu.worker - phase.cpu.postgres - phase.cpu.kafka - phase.cpu.bench, phase.cpu.seconds)} by other processes**; steal ${pct(phase.cpu.steal, phase.cpu.seconds)}. Other test / benchmark runs seen during the phase: ${phase.otherRuns.length ? `**${phase.otherRuns.join(', ')}**` : 'none'}.
 Bench event loop delay while sending: p99 ${ms(phase.benchLoopDelay.p99)} ms, max ${ms(phase.benchLoopDelay.max)} ms.
@@ -567,8 +569,13 @@ How each point in time is taken (one machine, one wall clock; this process's mon
 - **due**: the scheduled send time of the request; **ack**: the 202's head received (the ingress answers after the broker's acks=all).
 - **apply transaction start**: applied_outbox.created_at, which is \`now()\` of the worker's apply transaction, i.e. its start, not its commit
   (inbox_events.updated_at is the same \`now()\`; track_commit_timestamp is off, so Postgres keeps no commit time).
-- **commit visible**: the start of the first poll (every ${COMMIT_POLL_MS} ms, by this process, on its own connection) whose snapshot sees the event's
-  applied_outbox row; it is at most a poll interval plus a round trip after the commit (slowest poll: ${ms(commitWatch.slowestPollMs)} ms, ${commitWatch.polls.toLocaleString('en')} polls).
+${
+  COMMIT_POLL_MS > 0
+    ? `- **commit visible**: the start of the first poll (every ${COMMIT_POLL_MS} ms, by this process, on its own connection) whose snapshot sees the event's
+  applied_outbox row; it is at most a poll interval plus a round trip after the commit (slowest poll: ${ms(commitWatch.slowestPollMs)} ms, ${commitWatch.polls.toLocaleString('en')} polls).`
+    : `- **commit visible**: the time of the worker's \`event processed\` log line for the event, written right after its transaction's COMMIT returned
+  (pino's millisecond time; read from the worker's log after the run, so nothing polls Postgres during it; BENCH_COMMIT_POLL_MS=5 polls instead).`
+}
 - **relay send**: the applied record's Kafka timestamp (CreateTime, set by kafkajs when the relay calls send(), before its transaction commits).
 - **published**: when the bench's own consumer (read_committed, fresh group, maxWaitTimeInMs 100) received the record: the consumer's receive
   time, not the Kafka timestamp. This is what a downstream subscriber sees.
@@ -593,7 +600,7 @@ ${measured
 
 ${
   idle
-    ? `Idle, no requests, ${fmt(idle.seconds, 1)} s after the warm-up (% of one core): ingress ${pct(idle.ingress, idle.seconds)}, worker ${pct(idle.worker, idle.seconds)}, Postgres ${pct(idle.postgres, idle.seconds)}, broker ${pct(idle.kafka, idle.seconds)}, bench process ${pct(idle.bench, idle.seconds)} (its consumer and commit poller); whole machine ${pct(idle.machine, idle.seconds)}; other test / benchmark runs: ${idle.otherRuns.length ? idle.otherRuns.join(', ') : 'none'}.
+    ? `Idle, no requests, ${fmt(idle.seconds, 1)} s after the warm-up (% of one core): ingress ${pct(idle.ingress, idle.seconds)}, worker ${pct(idle.worker, idle.seconds)}, Postgres ${pct(idle.postgres, idle.seconds)}, broker ${pct(idle.kafka, idle.seconds)}, bench process ${pct(idle.bench, idle.seconds)} (its consumer); whole machine ${pct(idle.machine, idle.seconds)}; other test / benchmark runs: ${idle.otherRuns.length ? idle.otherRuns.join(', ') : 'none'}.
 `
     : ''
 }
