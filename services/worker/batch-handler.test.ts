@@ -1,5 +1,11 @@
+import type { EachBatchPayload } from 'kafkajs';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { coalescedCommits } from './batch-handler.ts';
+import type { ApplyResult, SnapshotApplier } from '#domain/apply/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { coalescedCommits, createBatchHandler } from './batch-handler.ts';
+import { createCrashPoints } from './crash-points.ts';
+import { createWorkerMetrics } from './metrics.ts';
 
 describe('coalescedCommits', () => {
   it('sends one commit for the callers that arrive while another is in flight, with what they resolved by then', async () => {
@@ -38,5 +44,67 @@ describe('coalescedCommits', () => {
     await expect(share(failing)).rejects.toThrow('coordinator moved');
     await expect(share(() => Promise.resolve())).resolves.toBeUndefined();
     expect(calls).toBe(1);
+  });
+});
+
+describe('createBatchHandler offset commits', () => {
+  // A fake eachBatch payload: the handler's only Kafka contact is through these functions.
+  function setup(running: { value: boolean }) {
+    const registry = new Registry();
+    const metrics = createWorkerMetrics(registry, async () => 0);
+    const commits: Array<{ offsets: string[]; release: () => void }> = [];
+    const resolved: string[] = [];
+    const handler = createBatchHandler({
+      applier: {} as SnapshotApplier,
+      applyChunk: async (chunk) => chunk.map((record) => ({ record, outcome: 'applied' }) as ApplyResult),
+      batchSize: 1000,
+      logger: createLogger({ name: 'test', level: 'silent' }),
+      metrics,
+      crashPoints: createCrashPoints(undefined, 1),
+      onFailure: async () => 'handled',
+    });
+    const payload = (offsets: string[]) =>
+      ({
+        batch: {
+          topic: 't',
+          partition: 0,
+          highWatermark: '100',
+          messages: offsets.map((offset) => ({ offset, key: null, value: Buffer.from('{}'), timestamp: '0', headers: {} })),
+        },
+        resolveOffset: (offset: string) => resolved.push(offset),
+        heartbeat: async () => {},
+        uncommittedOffsets: () => ({ topics: [{ topic: 't', partitions: [{ partition: '0', offset: resolved.at(-1)! }] }] }),
+        commitOffsetsIfNecessary: () => new Promise<void>((release) => commits.push({ offsets: [...resolved], release: () => release() })),
+        isRunning: () => running.value,
+        isStale: () => false,
+        pause: () => () => {},
+      }) as unknown as EachBatchPayload;
+    return { handler, payload, commits };
+  }
+
+  it('returns before the OffsetCommit round trip while the consumer runs (the next fetch does not wait for it)', async () => {
+    const { handler, payload, commits } = setup({ value: true });
+    await handler(payload(['1', '2']));
+    expect(commits).toHaveLength(1);
+    expect(commits[0]!.offsets).toEqual(['1', '2']);
+    commits[0]!.release();
+  });
+
+  it('waits for the commit when the consumer is stopping, so what was applied is committed before it leaves', async () => {
+    // Running when the chunk starts, stopping (consumer.disconnect) by the time it is applied.
+    const running = { value: true };
+    const { handler, payload, commits } = setup(running);
+    let done = false;
+    const handled = handler(payload(['1', '2'])).then(() => (done = true));
+    running.value = false;
+    await new Promise((r) => setTimeout(r, 10));
+    expect(commits.length).toBeGreaterThan(0);
+    expect(commits.at(-1)!.offsets).toEqual(['1', '2']);
+    expect(done).toBe(false);
+    commits.forEach((c) => c.release());
+    await new Promise((r) => setTimeout(r, 10));
+    commits.forEach((c) => c.release());
+    await handled;
+    expect(done).toBe(true);
   });
 });

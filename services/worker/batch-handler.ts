@@ -39,6 +39,9 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
     const records = batch.messages.map((m) => toSourceRecord(batch.topic, batch.partition, m));
     const commit = () => shareCommit(() => commitOffsetsIfNecessary(uncommittedOffsets()));
+    const commitSoon = () => {
+      commit().catch((error: unknown) => logger.warn({ err: error }, 'offset commit failed; the next commit carries its offsets'));
+    };
 
     const observe = (result: ApplyResult, committedAt: number) => {
       const { record } = result;
@@ -124,12 +127,18 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         // Shutdown or rebalance: stop between chunks; everything resolved so far is durable.
         if (!isRunning() || isStale()) break;
         const keepGoing = await processChunk(records.slice(start, start + batchSize));
-        await commit();
+        // As commitAsync in a Java consumer's poll loop: the next fetch does not wait for the
+        // OffsetCommit round trip. A crash before it lands only redelivers events the inbox
+        // deduplicates; a failed commit is carried by the next one (the offsets stay uncommitted).
+        commitSoon();
         const last = records[Math.min(start + batchSize, records.length) - 1]!;
         metrics.queueLag.set({ partition: String(batch.partition) }, Math.max(0, Number(batch.highWatermark) - Number(last.offset) - 1));
         if (!keepGoing) break;
         await heartbeat();
       }
+      // Stopping or revoked: wait for the commit (commitSync on close), so what is applied is
+      // committed before the consumer leaves its group.
+      if (!isRunning() || isStale()) await commit();
     } catch (error) {
       // Commit what is durable before the error surfaces, so a restart does not redo it.
       await commit().catch(() => {});
