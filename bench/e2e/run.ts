@@ -10,9 +10,7 @@
 // Environment (the flags win): BENCH_RATES, BENCH_DURATION_MS, BENCH_WARMUP_MS, BENCH_WARMUP_RATE,
 // BENCH_COMMIT_POLL_MS, BENCH_RSS_SAMPLE_MS, BENCH_DRAIN_TIMEOUT_MS, BENCH_RESOURCES, BENCH_LOG_LEVEL,
 // BENCH_KEEP=1 (keep the database, topics and logs), KAFKA_BROKERS, DATABASE_URL (an admin URL).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -21,13 +19,11 @@ import pg from 'pg';
 import { loadDevEnv } from '../../infra/bootstrap.ts';
 import { brokerReady, KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
-import { serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
+import { serviceSpecs } from '../../infra/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
-import { migrate } from '#domain/store/migrate.ts';
-import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
+import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
@@ -72,115 +68,17 @@ if (!(await brokerReady(brokers))) {
   process.exit(1);
 }
 // This process and its ancestors (tsx, sh, npm) are not "other runs".
-const ourPids = new Set<number>();
-for (let pid = process.pid; pid > 1 && !ourPids.has(pid);) {
-  ourPids.add(pid);
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    break;
-  }
-}
+const ourPids = ancestorPids();
 const otherRunsWholeRun = new OtherRunsWatch(() => ourPids);
 const otherRunsPhase = new OtherRunsWatch(() => ourPids);
 const loadBefore = os.loadavg();
 const runStarted = new Date();
 const clockCheckStart = { wall: Date.now(), mono: wallNow() };
 
-// --- Fresh database and topics --------------------------------------------------------------------
-const stamp = `${Date.now().toString(36)}${process.pid.toString(36)}`;
-const postgres = await resolvePostgres(log);
-const database = `bench_e2e_${stamp}`;
-{
-  const admin = new pg.Client({ connectionString: postgres.adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
-  await admin.end();
-}
-const databaseUrl = withDatabase(postgres.adminUrl, database);
-{
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  await migrate(pool);
-  await pool.end();
-}
-const settings: TopicSettings = { ...DEFAULTS.topics, events: `bench.e2e.${stamp}.events`, applied: `bench.e2e.${stamp}.applied` };
-const kafka = createKafka({ brokers, clientId: 'bench-e2e', logger });
-const admin = kafka.admin();
-await admin.connect();
-await ensureTopics(admin, topicSpecs(settings), settings.replicationFactor);
-log(`database ${database}, topics ${settings.events} (+ retries, dlq) and ${settings.applied}`);
-
-// --- The services, as npm start spawns them ------------------------------------------------------
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.once('error', reject);
-  });
-}
-
-interface Service {
-  name: string;
-  spec: ServiceSpec;
-  child: ChildProcess;
-  pid: number;
-  adminPort: number;
-  logFile: string;
-}
-
-async function startService(spec: ServiceSpec, env: Record<string, string>): Promise<Service> {
-  const adminPort = await freePort();
-  // Logs go to a file, not a pipe this busy process would drain late (a stalled pipe would stall the
-  // service's log writes: a property of the bench, not of the service).
-  const logFile = path.join(os.tmpdir(), `bench-e2e-${spec.kind}-${stamp}.log`);
-  const out = openSync(logFile, 'w');
-  // The command line of infra/services.ts's spawnService, which npm start's supervisor runs.
-  const child = spawn(process.execPath, [...spec.nodeArgs, '--import', 'tsx', path.join(repoRoot, spec.main)], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env, ADMIN_PORT: String(adminPort) },
-    stdio: ['ignore', out, out],
-  });
-  return { name: spec.kind, spec, child, pid: child.pid!, adminPort, logFile };
-}
-
-async function waitReady(service: Service, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (service.child.exitCode !== null) throw new Error(`${service.name} exited with ${service.child.exitCode}; see ${service.logFile}`);
-    if (Date.now() > deadline) throw new Error(`${service.name} not ready within ${timeoutMs / 1000} s; see ${service.logFile}`);
-    const ready = await fetch(`http://127.0.0.1:${service.adminPort}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ready) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-async function stopService(service: Service): Promise<number | null> {
-  if (service.child.exitCode !== null) return service.child.exitCode;
-  const exited = new Promise<number | null>((resolve) => service.child.once('exit', (code) => resolve(code)));
-  service.child.kill('SIGTERM');
-  const timer = setTimeout(() => service.child.kill('SIGKILL'), 20_000);
-  const code = await exited;
-  clearTimeout(timer);
-  return code;
-}
-
+// --- Fresh database and topics, and the services as npm start spawns them (bench/lib/bridge.ts) ---
 const logLevel = process.env.BENCH_LOG_LEVEL ?? process.env.LOG_LEVEL ?? 'info';
-const common = { KAFKA_BROKERS: brokers.join(','), TOPIC_EVENTS: settings.events, LOG_LEVEL: logLevel };
-const ingressPort = await freePort();
-const ingress = await startService(serviceSpecs.ingress, { ...common, PORT: String(ingressPort), HOST: '127.0.0.1' });
-const worker = await startService(serviceSpecs.worker, {
-  ...common,
-  DATABASE_URL: databaseUrl,
-  TOPIC_APPLIED: settings.applied,
-  TOPIC_RETRY_LEVELS: String(settings.retryLevels),
-  CONSUMER_GROUP: `bench-e2e-applier-${stamp}`,
-});
+const bridge = await startBridge({ name: 'e2e', brokers, logger, log, logLevel, keep: KEEP });
+const { stamp, postgres, databaseUrl, settings, kafka, ingress, worker, ingressPort } = bridge;
 const services = [ingress, worker];
 const rss = new RssSampler({ ingress: ingress.pid, worker: worker.pid }, RSS_SAMPLE_MS);
 let applied: AppliedWatch | undefined;
@@ -188,19 +86,9 @@ let commits: CommitWatch | undefined;
 
 async function cleanUp(): Promise<void> {
   rss.stop();
-  for (const s of services) await stopService(s).catch(() => null);
   await applied?.stop().catch(() => {});
   await commits?.stop().catch(() => {});
-  if (!KEEP) {
-    await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
-    await admin.deleteGroups([`bench-e2e-applier-${stamp}`, `bench-e2e-reader-${stamp}`]).catch(() => {});
-    const c = new pg.Client({ connectionString: postgres.adminUrl });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(database)} WITH (FORCE)`).catch(() => {});
-    await c.end();
-  }
-  await admin.disconnect().catch(() => {});
-  await postgres.stop();
+  await bridge.stop([`bench-e2e-reader-${stamp}`]);
 }
 
 interface Phase {
