@@ -18,14 +18,15 @@ import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumb
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { buildDataset } from './dataset.ts';
+import { copyCeilingReport, planCopyCeiling, runCopyCeiling, type CopyCeilingRound } from './copy-ceiling.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 20_000);
 // Defaults are the worker's production defaults (services/worker/config.ts).
 const BATCH_SIZE = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
-const MAX_BYTES_PER_PARTITION = Number(process.env.BENCH_MAX_BYTES_PER_PARTITION ?? 2_097_152);
+const MAX_BYTES_PER_PARTITION = Number(process.env.BENCH_MAX_BYTES_PER_PARTITION ?? 1_048_576);
 // Young-generation size of the worker process (also set by infra/up.ts for production, when merged).
-const SEMI_SPACE_MB = Number(process.env.BENCH_SEMI_SPACE_MB ?? 64);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 3);
+const SEMI_SPACE_MB = Number(process.env.BENCH_SEMI_SPACE_MB ?? 16);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 12);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PARTITIONS = 12;
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
@@ -237,7 +238,16 @@ async function runCeiling(round: number): Promise<CeilingRound> {
 // Rounds alternate worker and ceiling, so both see the same machine over the same minutes; the
 // report takes medians (these 2-core machines are noisy).
 const rounds: Array<{ worker: WorkerRound; ceiling: CeilingRound }> = [];
-for (let round = 1; round <= ROUNDS; round += 1) rounds.push({ worker: await runWorker(round), ceiling: await runCeiling(round) });
+// The COPY ceiling (bench/worker/copy-ceiling.ts): the same rows, COPYed; a third run in each round.
+const copyPlan = await planCopyCeiling(lanes);
+const copyRounds: CopyCeilingRound[] = [];
+for (let round = 1; round <= ROUNDS; round += 1) {
+  rounds.push({ worker: await runWorker(round), ceiling: await runCeiling(round) });
+  const database = `bench_copy_${stamp}_${round}`;
+  copyRounds.push(await runCopyCeiling(copyPlan, { url: await freshDatabase(postgres.adminUrl, database), concurrency: CONCURRENCY }));
+  if (process.env.BENCH_KEEP !== '1') await dropDatabase(postgres.adminUrl, database);
+  log(`round ${round}: COPY ceiling ${Math.round(copyRounds.at(-1)!.rate)} events/s`);
+}
 const median = <T>(items: T[], by: (item: T) => number): T => [...items].sort((x, y) => by(x) - by(y))[Math.floor((items.length - 1) / 2)]!;
 const workerRun = median(
   rounds.map((r) => r.worker),
@@ -330,7 +340,7 @@ the backend's /proc entry), and \`npx tsx bench/worker/explain-chunk.ts 1000 20\
 statements. A chunk transaction is 5 round trips: BEGIN, per-key advisory locks, one read (index probes), one
 write statement (inbox + state + outbox + anomalies, from array literals and packed bytea parameters), COMMIT.
 When both cores are busy, every figure here tracks the load average closely.
-`;
+${copyCeilingReport(rounds, copyRounds, copyPlan, CONCURRENCY)}`;
 const resultsFile = path.join(repoRoot, 'bench/results/worker.md');
 await mkdir(path.dirname(resultsFile), { recursive: true });
 // A hand-written "## Notes" section (run history, analysis) survives a new run.
