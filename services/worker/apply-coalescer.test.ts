@@ -103,4 +103,16 @@ describe('ApplyCoalescer', () => {
     await expect(h.coalescer.apply([record('p2a')])).resolves.toHaveLength(1);
     expect(h.transactions).toEqual([['p1bad'], ['p2a']]);
   });
+
+  it('settles every chunk even when the transaction observer throws', async () => {
+    const coalescer = new ApplyCoalescer({
+      maxRecords: 10,
+      applyBatch: async (records) => records.map((r) => ({ record: r, outcome: 'applied' }) as ApplyResult),
+      onTransaction: () => {
+        throw new Error('metric registry gone');
+      },
+    });
+    await expect(coalescer.apply([record('p1a')])).resolves.toHaveLength(1);
+    await expect(coalescer.apply([record('p2a')])).resolves.toHaveLength(1);
+  });
 });

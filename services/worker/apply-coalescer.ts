@@ -49,8 +49,11 @@ export class ApplyCoalescer {
   }
 
   async #drain(): Promise<void> {
-    while (this.#queue.length > 0) await this.#run(this.#take());
-    this.#draining = false;
+    try {
+      while (this.#queue.length > 0) await this.#run(this.#take());
+    } finally {
+      this.#draining = false;
+    }
   }
 
   /** The oldest part, and the parts after it while the total stays within maxRecords. */
@@ -78,11 +81,17 @@ export class ApplyCoalescer {
       for (const part of parts) await this.#run([part]);
       return;
     }
-    this.#o.onTransaction?.(records.length, (performance.now() - started) / 1000);
+    const seconds = (performance.now() - started) / 1000;
     let at = 0;
     for (const part of parts) {
       part.resolve(results.slice(at, at + part.records.length));
       at += part.records.length;
+    }
+    // After the parts are settled: an observer that throws must not leave a chunk waiting forever.
+    try {
+      this.#o.onTransaction?.(records.length, seconds);
+    } catch {
+      // A metric is not worth a stuck partition.
     }
   }
 }
