@@ -280,7 +280,7 @@ export class BatchingPublisher {
     return this.probing;
   }
 
-  private async runProbe(): Promise<void> {
+  private async runProbe(freshAdminRetry = true): Promise<void> {
     if (this.closed) return;
     try {
       if (!this.admin) {
@@ -335,6 +335,10 @@ export class BatchingPublisher {
       const admin = this.admin;
       this.admin = undefined;
       admin?.disconnect().catch(() => {});
+      // Up until now: the admin's connection may be the one to a broker that just died (kafkajs
+      // keeps asking the broker it is connected to). One more try at once on a fresh admin, which
+      // bootstraps from the brokers that answer, before the ingress calls the whole cluster down.
+      if (this.up && freshAdminRetry) return this.runProbe(false);
       this.markDown(`probe failed: ${(error as Error).message}`, this.producer);
     }
   }
