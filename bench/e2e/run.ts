@@ -50,6 +50,8 @@ const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_DRAIN_TIMEOUT_MS ?? 30_000);
 // More ids than a default run sends (about 20,000 events): no resource repeats, every 2xx must apply.
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 100_000);
 const KEEP = process.env.BENCH_KEEP === '1';
+// Extra Node flags for both services, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (not allowed in NODE_OPTIONS).
+const SERVICE_NODE_ARGS = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
 if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(DURATION_MS > 0) || !(WARMUP_MS >= 0)) {
   console.error('usage: npm run bench:e2e [-- --rates=100,500,1000 --duration-ms=12000 --warmup-ms=5000]');
   process.exit(2);
@@ -77,7 +79,15 @@ const clockCheckStart = { wall: Date.now(), mono: wallNow() };
 
 // --- Fresh database and topics, and the services as npm start spawns them (bench/lib/bridge.ts) ---
 const logLevel = process.env.BENCH_LOG_LEVEL ?? process.env.LOG_LEVEL ?? 'info';
-const bridge = await startBridge({ name: 'e2e', brokers, logger, log, logLevel, keep: KEEP });
+const bridge = await startBridge({
+  name: 'e2e',
+  brokers,
+  logger,
+  log,
+  logLevel,
+  keep: KEEP,
+  ...(SERVICE_NODE_ARGS.length > 0 ? { extraNodeArgs: SERVICE_NODE_ARGS } : {}),
+});
 const { stamp, postgres, databaseUrl, settings, kafka, ingress, worker, ingressPort } = bridge;
 const services = [ingress, worker];
 const rss = new RssSampler({ ingress: ingress.pid, worker: worker.pid }, RSS_SAMPLE_MS);

@@ -9,6 +9,9 @@ export interface IdempotentProducerOptions {
   transactionTimeoutMs?: number;
 }
 
+/** First retry of a transactional send, in ms (the Java client's ADD_PARTITIONS_RETRY_BACKOFF_MS). */
+export const TRANSACTION_RETRY_INITIAL_MS = 20;
+
 /**
  * Every producer of the bridge is made here. Idempotent (which makes kafkajs force acks=-1) with
  * one request in flight, so a retried batch can neither be duplicated nor overtaken by the next;
@@ -22,7 +25,16 @@ export function createIdempotentProducer(kafka: Kafka, options: IdempotentProduc
     allowAutoTopicCreation: false,
     createPartitioner: Partitioners.DefaultPartitioner,
     ...(options.transactionalId !== undefined
-      ? { transactionalId: options.transactionalId, transactionTimeout: options.transactionTimeoutMs ?? 60_000 }
+      ? {
+          transactionalId: options.transactionalId,
+          transactionTimeout: options.transactionTimeoutMs ?? 60_000,
+          // A transaction begun while the coordinator still writes the previous commit's markers
+          // gets CONCURRENT_TRANSACTIONS on AddPartitionsToTxn, and kafkajs retries the whole send
+          // after the client's backoff (100 ms): back-to-back relay passes stalled for 80-130 ms a
+          // few times a minute. The Java client retries that case after 20 ms; so does this one.
+          // Retries stay unbounded, as kafkajs has them for an idempotent producer.
+          retry: { initialRetryTime: TRANSACTION_RETRY_INITIAL_MS, retries: Number.MAX_SAFE_INTEGER },
+        }
       : {}),
   });
 }
