@@ -6,6 +6,7 @@ import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
 import { startWorker } from '#services/worker/worker.ts';
+import { procStatusMb } from '../lib/rss.ts';
 
 const config = workerConfigFromEnv(loadConfigOrExit(workerEnvSchema));
 const ends = new Map<number, number>(
@@ -15,6 +16,17 @@ const ends = new Map<number, number>(
 const devNull = await open('/dev/null', 'w');
 const logger = createLogger({ name: 'worker', level: config.logLevel }, devNull.createWriteStream());
 const worker = await startWorker(config, { logger, adminServer: false });
+// BENCH_MEMORY_SAMPLES=1: the main isolate's memory at the moment of the process's RSS peak (stderr).
+let memoryAtPeak: Record<string, number> | undefined;
+if (process.env.BENCH_MEMORY_SAMPLES === '1') {
+  const { getHeapSpaceStatistics } = await import('node:v8');
+  setInterval(() => {
+    const m = process.memoryUsage();
+    if (memoryAtPeak !== undefined && m.rss <= memoryAtPeak.rss! * 2 ** 20) return;
+    memoryAtPeak = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, Math.round(v / 2 ** 20)]));
+    for (const space of getHeapSpaceStatistics()) memoryAtPeak[space.space_name] = Math.round(space.space_used_size / 2 ** 20);
+  }, 100).unref();
+}
 
 let firstFetch: number | undefined;
 let lastCommit: number | undefined;
@@ -44,7 +56,10 @@ const done = new Promise<void>((resolve) => {
 });
 await done;
 const consumedMs = lastCommit! - firstFetch!;
-const rssAtCommitMb = process.resourceUsage().maxRSS / 1024;
+// VmHWM, not process.resourceUsage().maxRSS: a spawned child's ru_maxrss starts at its parent's RSS
+// at fork (the forked copy of the parent's memory counts until exec), so it reported the bench
+// process's ~490 MB whatever the worker used.
+const rssAtCommitMb = procStatusMb(process.pid, 'VmHWM');
 const outbox = () => countUnpublishedOutbox(worker.pool);
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
@@ -52,5 +67,6 @@ const outcomes = Object.fromEntries(
   (await worker.registry.getSingleMetric('webhook_events_processed_total')!.get()).values.map((v) => [v.labels['outcome'], v.value]),
 );
 await worker.close();
-console.log(JSON.stringify({ consumedMs, drainedMs, rssAtCommitMb, peakRssMb: process.resourceUsage().maxRSS / 1024, outcomes }));
+if (memoryAtPeak) console.error(`memory at the RSS peak (MB): ${JSON.stringify(memoryAtPeak)}`);
+console.log(JSON.stringify({ consumedMs, drainedMs, rssAtCommitMb, peakRssMb: procStatusMb(process.pid, 'VmHWM'), outcomes }));
 process.exit(0);

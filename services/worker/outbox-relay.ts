@@ -6,12 +6,11 @@ import {
   outboxHasPending,
   oldestOpenTransaction,
   readClusterId,
-  readRelayPosition,
+  readNextOutbox,
   rebaselineOutbox,
   recordCursorCluster,
   recordOutboxBatch,
   RELAY_LEADER_LOCK_KEY,
-  selectNextOutbox,
   type OutboxRow,
   type RelayPosition,
 } from '#domain/store/outbox.ts';
@@ -170,13 +169,12 @@ export class OutboxRelay {
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
     if (!(await leadership.hold())) return 0;
-    const position = await readRelayPosition(pool);
+    const { position, rows } = await readNextOutbox(pool, batchSize);
     const cluster = await this.#clusterId();
     if (position.ahead || (position.cluster_id !== null && cluster !== null && position.cluster_id !== cluster)) {
       await this.#rebaseline(position, cluster);
       return 0;
     }
-    const rows = await selectNextOutbox(pool, { after: position, limit: batchSize });
     if (rows.length === 0) {
       await this.#checkHeldBack(position);
       return 0;

@@ -2,7 +2,7 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countUnpublishedOutbox, readRelayPosition, selectNextOutbox } from '#domain/store/outbox.ts';
+import { countUnpublishedOutbox, readNextOutbox, readRelayPosition } from '#domain/store/outbox.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 
@@ -45,7 +45,7 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     expect(position.id).toBe('3');
     // Readable once every older transaction on the cluster has ended (xmin is cluster-wide, and
     // other test files run transactions at the same time): wait for that.
-    const readNext = async () => ({ rows: await selectNextOutbox(db.pool, { after: position, limit: 10 }) });
+    const readNext = () => readNextOutbox(db.pool, 10);
     let next = await readNext();
     for (const deadline = Date.now() + 15_000; next.rows.length < 3 && Date.now() < deadline; next = await readNext()) {
       await new Promise((r) => setTimeout(r, 50));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from 'kafkajs';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
-import { countUnpublishedOutbox, readRelayPosition, recordOutboxBatch, selectNextOutbox } from '#domain/store/outbox.ts';
+import { countUnpublishedOutbox, readNextOutbox, recordOutboxBatch } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';
@@ -25,10 +25,7 @@ describe('outbox cursor: a late commit is never skipped', () => {
        VALUES ($1, 'tenant/theme/' || $1, '{}', 'theme.events', 0, 0)`,
       [eventId],
     );
-  const next = async () => {
-    const position = await readRelayPosition(db.pool);
-    return selectNextOutbox(db.pool, { after: position, limit: 100 });
-  };
+  const next = async () => (await readNextOutbox(db.pool, 100)).rows;
   // xmin is cluster-wide: another test's open transaction (other database) may hold rows back for
   // a moment, so a positive read waits until something is readable.
   const nextWhenReady = async (expected: number) => {

@@ -109,19 +109,49 @@ export interface OutboxRow {
   tracestate: string | null;
 }
 
-export const SELECT_NEXT_OUTBOX = `
-  SELECT o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.source_topic, o.source_partition,
-    o.source_offset::text AS source_offset, o.traceparent, o.tracestate
-  FROM applied_outbox AS o
-  WHERE (o.tx, o.id) > ($1::xid8, $2::bigint)
-    AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-  ORDER BY o.tx, o.id
-  LIMIT $3`;
+const OUTBOX_COLUMNS = `o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.source_topic, o.source_partition,
+    o.source_offset::text AS source_offset, o.traceparent, o.tracestate`;
 
-/** The next rows after the cursor, only from transactions that have all ended (see migration 0002). */
-export async function selectNextOutbox(client: Queryable, args: { after: OutboxPosition; limit: number }): Promise<OutboxRow[]> {
-  const { rows } = await client.query<OutboxRow>({ text: SELECT_NEXT_OUTBOX, values: [args.after.tx, args.after.id, args.limit] });
-  return rows;
+// The cursor and the rows after it in one statement, so one snapshot and one round trip: rows only
+// from transactions that have all ended (pg_snapshot_xmin; see migration 0002). With no row, the
+// LEFT JOIN still returns the cursor, its row columns NULL.
+const READ_NEXT_OUTBOX = `
+  SELECT p.tx AS cursor_tx, p.id AS cursor_id, p.cluster_id AS cursor_cluster, p.ahead AS cursor_ahead, o.*
+  FROM (${SELECT_RELAY_POSITION}) AS p
+  LEFT JOIN LATERAL (
+    SELECT ${OUTBOX_COLUMNS}
+    FROM applied_outbox AS o
+    WHERE (o.tx, o.id) > (p.tx::xid8, p.id::bigint)
+      AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY o.tx, o.id
+    LIMIT $1
+  ) AS o ON true`;
+
+type NextOutboxRow = { cursor_tx: string; cursor_id: string; cursor_cluster: string | null; cursor_ahead: boolean } & {
+  [K in keyof OutboxRow]: OutboxRow[K] | null;
+};
+
+/** The relay's cursor and up to `limit` rows after it that are ready to publish. */
+export async function readNextOutbox(client: Queryable, limit: number): Promise<{ position: RelayPosition; rows: OutboxRow[] }> {
+  const { rows } = await client.query<NextOutboxRow>({ text: READ_NEXT_OUTBOX, values: [limit] });
+  const first = rows[0]!;
+  const position = { tx: first.cursor_tx, id: first.cursor_id, cluster_id: first.cursor_cluster, ahead: first.cursor_ahead };
+  if (first.id === null) return { position, rows: [] };
+  return {
+    position,
+    rows: rows.map((r) => ({
+      id: r.id!,
+      tx: r.tx!,
+      event_id: r.event_id!,
+      key: r.key!,
+      payload: r.payload!,
+      source_topic: r.source_topic!,
+      source_partition: r.source_partition!,
+      source_offset: r.source_offset!,
+      traceparent: r.traceparent,
+      tracestate: r.tracestate,
+    })),
+  };
 }
 
 /** Rows after the cursor exist (committed or not yet visible to the relay). */
