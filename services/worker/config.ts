@@ -6,6 +6,7 @@ import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
+import { RELAY_BATCH_BYTES } from './outbox-relay.ts';
 
 export const workerEnvSchema = z.object({
   ...kafkaEnv.shape,
@@ -28,6 +29,8 @@ export const workerEnvSchema = z.object({
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
+  // Payload bytes per relay batch beyond its first row: within the broker's message.max.bytes.
+  RELAY_BATCH_BYTES: positiveIntSchema.default(RELAY_BATCH_BYTES),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
@@ -66,6 +69,7 @@ export interface WorkerConfig {
   sessionTimeoutMs: number;
   maxBytesPerPartition: number;
   relayBatchSize: number;
+  relayBatchBytes: number;
   relayPollMs: number;
   relaySendTimeoutMs: number;
   /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
@@ -113,6 +117,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     sessionTimeoutMs: env.WORKER_SESSION_TIMEOUT_MS,
     maxBytesPerPartition: env.WORKER_MAX_BYTES_PER_PARTITION,
     relayBatchSize: env.RELAY_BATCH_SIZE,
+    relayBatchBytes: env.RELAY_BATCH_BYTES,
     relayPollMs: env.RELAY_POLL_MS,
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
     ...(env.RELAY_TRANSACTIONAL_ID === undefined ? {} : { relayTransactionalId: env.RELAY_TRANSACTIONAL_ID }),

@@ -37,6 +37,8 @@ export interface OutboxRelayOptions {
   leadership: Leadership;
   topic: string;
   batchSize: number;
+  /** Payload bytes per batch beyond its first row (default RELAY_BATCH_BYTES). */
+  batchBytes?: number;
   pollMs: number;
   sendTimeoutMs: number;
   logger: Logger;
@@ -98,12 +100,21 @@ export function relayParts(settings: RelayPartsSettings): Pick<OutboxRelayOption
  * downstream sees as an identical record. Subscribers read committed records (kafkajs's default;
  * set isolation.level=read_committed in Java clients): an aborted attempt is never seen.
  */
+/**
+ * Default payload bytes per relay batch: each partition's record batch must stay within the
+ * broker's message.max.bytes (1 MiB by default), and the batch is held in memory while it is sent.
+ * The ingress bounds its batches the same way (PUBLISH_MAX_BATCH_BYTES).
+ */
+export const RELAY_BATCH_BYTES = 512 * 1024;
+
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
   #running = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #nudged = false;
+  /** The last pass left ready rows behind (a full or byte-bounded batch): go on without a poll wait. */
+  #more = false;
   #heldBackSince: number | undefined;
   #cluster: string | null | undefined;
   #lastHeldBackWarning = 0;
@@ -169,7 +180,8 @@ export class OutboxRelay {
   async publishOnce(): Promise<number> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
     if (!(await leadership.hold())) return 0;
-    const { position, rows } = await readNextOutbox(pool, batchSize);
+    this.#more = false;
+    const { position, rows, cut } = await readNextOutbox(pool, { limit: batchSize, maxBytes: this.#o.batchBytes ?? RELAY_BATCH_BYTES });
     const cluster = await this.#clusterId();
     if (position.ahead || (position.cluster_id !== null && cluster !== null && position.cluster_id !== cluster)) {
       await this.#rebaseline(position, cluster);
@@ -180,6 +192,7 @@ export class OutboxRelay {
       return 0;
     }
     this.#heldBackSince = undefined;
+    this.#more = cut || rows.length === batchSize;
     crashPoints.reach('after-commit-before-publish');
     const messages = rows.map((r) => ({
       key: r.key,
@@ -289,10 +302,9 @@ export class OutboxRelay {
   async #run(): Promise<void> {
     let backoffMs = 0;
     while (this.#running) {
-      let published = 0;
       try {
         this.#nudged = false;
-        published = await this.publishOnce();
+        await this.publishOnce();
         backoffMs = 0;
       } catch (error) {
         backoffMs = Math.min(backoffMs === 0 ? 200 : backoffMs * 2, 5_000);
@@ -300,7 +312,7 @@ export class OutboxRelay {
       }
       if (!this.#running) break;
       if (backoffMs > 0) await this.#sleep(backoffMs, false);
-      else if (published < this.#o.batchSize && !this.#nudged) await this.#sleep(this.#o.pollMs, true);
+      else if (!this.#more && !this.#nudged) await this.#sleep(this.#o.pollMs, true);
     }
   }
 

@@ -45,7 +45,7 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     expect(position.id).toBe('3');
     // Readable once every older transaction on the cluster has ended (xmin is cluster-wide, and
     // other test files run transactions at the same time): wait for that.
-    const readNext = () => readNextOutbox(db.pool, 10);
+    const readNext = () => readNextOutbox(db.pool, { limit: 10, maxBytes: 1 << 20 });
     let next = await readNext();
     for (const deadline = Date.now() + 15_000; next.rows.length < 3 && Date.now() < deadline; next = await readNext()) {
       await new Promise((r) => setTimeout(r, 50));

@@ -5,6 +5,7 @@ import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEven
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTestTopics } from '../helpers/kafka.ts';
+import { RELAY_BATCH_BYTES } from '#services/worker/outbox-relay.ts';
 export { readTopic, type ReadRecord } from '../helpers/kafka.ts';
 
 export function workerTestConfig(input: {
@@ -30,6 +31,7 @@ export function workerTestConfig(input: {
     sessionTimeoutMs: 10_000,
     maxBytesPerPartition: 1_048_576,
     relayBatchSize: 200,
+    relayBatchBytes: RELAY_BATCH_BYTES,
     relayPollMs: 50,
     relaySendTimeoutMs: 10_000,
     crashAfter: 1,

@@ -25,7 +25,7 @@ describe('outbox cursor: a late commit is never skipped', () => {
        VALUES ($1, 'tenant/theme/' || $1, '{}', 'theme.events', 0, 0)`,
       [eventId],
     );
-  const next = async () => (await readNextOutbox(db.pool, 100)).rows;
+  const next = async () => (await readNextOutbox(db.pool, { limit: 100, maxBytes: 1 << 20 })).rows;
   // xmin is cluster-wide: another test's open transaction (other database) may hold rows back for
   // a moment, so a positive read waits until something is readable.
   const nextWhenReady = async (expected: number) => {

@@ -113,32 +113,55 @@ const OUTBOX_COLUMNS = `o.id, o.tx::text AS tx, o.event_id, o.key, o.payload, o.
     o.source_offset::text AS source_offset, o.traceparent, o.tracestate`;
 
 // The cursor and the rows after it in one statement, so one snapshot and one round trip: rows only
-// from transactions that have all ended (pg_snapshot_xmin; see migration 0002). With no row, the
-// LEFT JOIN still returns the cursor, its row columns NULL.
+// from transactions that have all ended (pg_snapshot_xmin; see migration 0002), at most $1 of them
+// and, past the first, at most $2 bytes of payload in all. With no row, the LEFT JOIN still
+// returns the cursor, its row columns NULL.
 const READ_NEXT_OUTBOX = `
-  SELECT p.tx AS cursor_tx, p.id AS cursor_id, p.cluster_id AS cursor_cluster, p.ahead AS cursor_ahead, o.*
+  SELECT p.tx AS cursor_tx, p.id AS cursor_id, p.cluster_id AS cursor_cluster, p.ahead AS cursor_ahead, w.*
   FROM (${SELECT_RELAY_POSITION}) AS p
   LEFT JOIN LATERAL (
-    SELECT ${OUTBOX_COLUMNS}
-    FROM applied_outbox AS o
-    WHERE (o.tx, o.id) > (p.tx::xid8, p.id::bigint)
-      AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY o.tx, o.id
-    LIMIT $1
-  ) AS o ON true`;
+    SELECT ${OUTBOX_COLUMNS},
+      row_number() OVER (ORDER BY o.tx, o.id) AS ord,
+      count(*) OVER () AS available,
+      sum(octet_length(o.payload)) OVER (ORDER BY o.tx, o.id) AS bytes_through
+    FROM (
+      SELECT * FROM applied_outbox AS o
+      WHERE (o.tx, o.id) > (p.tx::xid8, p.id::bigint)
+        AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY o.tx, o.id
+      LIMIT $1
+    ) AS o
+  ) AS w ON w.ord = 1 OR w.bytes_through <= $2
+  ORDER BY w.ord`;
 
-type NextOutboxRow = { cursor_tx: string; cursor_id: string; cursor_cluster: string | null; cursor_ahead: boolean } & {
-  [K in keyof OutboxRow]: OutboxRow[K] | null;
-};
+type NextOutboxRow = {
+  cursor_tx: string;
+  cursor_id: string;
+  cursor_cluster: string | null;
+  cursor_ahead: boolean;
+  available: string | null;
+} & { [K in keyof OutboxRow]: OutboxRow[K] | null };
 
-/** The relay's cursor and up to `limit` rows after it that are ready to publish. */
-export async function readNextOutbox(client: Queryable, limit: number): Promise<{ position: RelayPosition; rows: OutboxRow[] }> {
-  const { rows } = await client.query<NextOutboxRow>({ text: READ_NEXT_OUTBOX, values: [limit] });
+export interface NextOutbox {
+  position: RelayPosition;
+  rows: OutboxRow[];
+  /** Rows were left out for the byte bound: more are ready now. */
+  cut: boolean;
+}
+
+/**
+ * The relay's cursor and the next rows ready to publish: at most `limit`, and at most `maxBytes`
+ * of payload beyond the first row (a record batch per partition must stay within the broker's
+ * message.max.bytes, and the relay holds the batch in memory).
+ */
+export async function readNextOutbox(client: Queryable, args: { limit: number; maxBytes: number }): Promise<NextOutbox> {
+  const { rows } = await client.query<NextOutboxRow>({ text: READ_NEXT_OUTBOX, values: [args.limit, args.maxBytes] });
   const first = rows[0]!;
   const position = { tx: first.cursor_tx, id: first.cursor_id, cluster_id: first.cursor_cluster, ahead: first.cursor_ahead };
-  if (first.id === null) return { position, rows: [] };
+  if (first.id === null) return { position, rows: [], cut: false };
   return {
     position,
+    cut: rows.length < Number(first.available),
     rows: rows.map((r) => ({
       id: r.id!,
       tx: r.tx!,

@@ -12,6 +12,13 @@ export interface PoolSettings {
    * for hours; every transaction of the bridge is busy from BEGIN to COMMIT, never idle that long.
    */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * false: the session's commits return before their WAL reaches disk (synchronous_commit=off).
+   * Only for writes that may be lost in a Postgres crash without harm: the relay's cursor, whose
+   * loss republishes identical records. A crash loses only the newest such commits, never an
+   * older one while a later synchronous commit survives (the WAL is flushed in order).
+   */
+  synchronousCommit?: boolean;
   logger?: Logger;
 }
 
@@ -30,6 +37,7 @@ export function createPool(settings: PoolSettings): pg.Pool {
     idleTimeoutMillis: 30_000,
     application_name: settings.applicationName ?? 'theme-bridge',
     idle_in_transaction_session_timeout: settings.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    ...(settings.synchronousCommit === false ? { options: '-c synchronous_commit=off' } : {}),
     // A peer that vanished (host down, network cut) is noticed by the kernel instead of never.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
+import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { noCrashPoints } from '#services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { createTopicsRetrying } from '../worker/helpers.ts';
+
+const EVENTS = 40;
+const DESCRIPTION_BYTES = 120 * 1024;
+
+/**
+ * Regression: the relay read up to RELAY_BATCH_SIZE (500) rows and sent them in one transaction,
+ * one record batch per partition. With large snapshots that batch passes the broker's
+ * message.max.bytes (1 MiB by default) and the broker refuses the whole send, every pass again:
+ * the relay stopped publishing anything, for every resource, until the rows were pruned by hand.
+ * It also held all those payloads in memory at once. Batches are now bounded in bytes too.
+ */
+describe('outbox relay with large applied records', () => {
+  let db: TestDatabase;
+  let kafka: Kafka;
+  let applied: string;
+  let relay: OutboxRelay;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kafka = testKafka();
+    ({
+      names: { applied },
+    } = await createTopicsRetrying(kafka, { retryLevels: 0, eventsPartitions: 1 }));
+    const logger = createLogger({ name: 'relay', level: 'error' });
+    relay = new OutboxRelay({
+      pool: db.pool,
+      ...relayParts({
+        kafka: testKafka(uniqueName('relay'), testBrokers()),
+        databaseUrl: db.url,
+        transactionalId: `${applied}.relay`,
+        logger,
+        sendTimeoutMs: 10_000,
+      }),
+      topic: applied,
+      batchSize: 500,
+      pollMs: 50,
+      sendTimeoutMs: 10_000,
+      logger,
+      crashPoints: noCrashPoints,
+    });
+  });
+  afterAll(async () => {
+    await relay?.stop();
+    await db?.drop();
+  });
+
+  it('publishes every record when a batch of them would pass the broker’s request size', async () => {
+    const records: SourceRecord[] = Array.from({ length: EVENTS }, (_, i) => {
+      const event = sampleThemeEvent({
+        resource: { id: `thm_large-${i}`, version: 1 },
+        data: { ...sampleThemeSnapshot(), description: 'x'.repeat(DESCRIPTION_BYTES) },
+      });
+      return { topic: 'events', partition: 0, offset: String(i), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+    });
+    const results = await new SnapshotApplier({ pool: db.pool }).applyBatch(records);
+    expect(results.every((r) => r.outcome === 'applied')).toBe(true);
+
+    let passes = 0;
+    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0 && Date.now() < deadline; passes += 1) {
+      // Rows are readable once every older transaction on the cluster ended (migration 0002).
+      if ((await relay.publishOnce()) === 0) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await countUnpublishedOutbox(db.pool)).toBe(0);
+    const published = await readTopic(kafka, applied);
+    expect(published).toHaveLength(EVENTS);
+    expect(new Set(published.map((r) => r.key)).size).toBe(EVENTS);
+    expect(passes).toBeGreaterThan(1);
+  }, 120_000);
+});
