@@ -29,12 +29,14 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     nodeArgs: ['--max-semi-space-size=8'],
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
-  // 16 MB semi-spaces for the worker (64 before): its peak RSS in bench:worker went from 694 to
-  // 450 MB with the relay thread's limits, for a few per cent of throughput (bench/results/worker.md).
+  // 16 MB semi-spaces (64 before) and a 96 MB old generation, with the relay on the worker's event
+  // loop (WORKER_RELAY=inline): peak RSS 231 MB draining a 200,000-event backlog (425 MB with the
+  // relay thread and no old-generation bound), and it drained 400 events of 950 KB each at 286 MB
+  // (bench/results/footprint.md).
   worker: {
     kind: 'worker',
     main: 'services/worker/main.ts',
-    nodeArgs: ['--max-semi-space-size=16'],
+    nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96'],
     defaultAdminPort: DEFAULTS.adminPort.worker,
   },
   // The console has no admin port of its own: this is its web port (CONSOLE_PORT).

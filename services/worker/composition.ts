@@ -117,10 +117,10 @@ export function relayTransactionalId(config: Pick<WorkerConfig, 'appliedTopic' |
   return config.relayTransactionalId ?? `${config.appliedTopic}.relay`;
 }
 
-/** Starts the outbox relay: in its own thread (default) or on the worker's event loop. */
+/** Starts the outbox relay: on the worker's event loop (default) or in its own thread. */
 export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFatal: (error: unknown) => void): Promise<RelayHandle> {
   const { logger, metrics } = parts;
-  if ((config.relayMode ?? 'thread') === 'thread') {
+  if ((config.relayMode ?? 'inline') === 'thread') {
     return startRelayThread(
       {
         brokers: config.brokers,
@@ -143,8 +143,19 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
     );
   }
   const relayLogger = logger.child({ component: 'outbox-relay' });
+  // Its own two sessions, as in the thread: the relay's writes are its cursor rows, committed without
+  // waiting for the WAL flush (see relay-thread.ts), which the apply path's pool must not do.
+  const pool = createPool({
+    url: config.databaseUrl,
+    max: 2,
+    statementTimeoutMs: config.statementTimeoutMs,
+    ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
+    applicationName: 'worker-relay',
+    synchronousCommit: false,
+    logger: relayLogger,
+  });
   const relay = new OutboxRelay({
-    pool: parts.pool,
+    pool,
     ...relayParts({
       kafka: parts.kafka,
       databaseUrl: config.databaseUrl,
@@ -164,5 +175,12 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
     crashPoints: parts.crashPoints,
   });
   relay.start();
-  return relay;
+  let stopped: Promise<void> | undefined;
+  return {
+    get running() {
+      return relay.running;
+    },
+    nudge: () => relay.nudge(),
+    stop: () => (stopped ??= relay.stop().finally(() => pool.end())),
+  };
 }

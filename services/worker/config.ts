@@ -35,8 +35,9 @@ export const workerEnvSchema = z.object({
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
   RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
-  // thread: the outbox relay runs in its own thread (default); inline: on the worker's event loop.
-  WORKER_RELAY: z.enum(['thread', 'inline']).default('thread'),
+  // inline (default): the outbox relay runs on the worker's event loop; thread: in its own thread,
+  // which costs ~65-90 MB of RSS (a second isolate) and some CPU per event (bench/results/footprint.md).
+  WORKER_RELAY: z.enum(['thread', 'inline']).default('inline'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
   WORKER_CRASH_AFTER: positiveIntSchema.default(1),
