@@ -63,4 +63,22 @@ describe('back-to-back transactions on the relay producer', () => {
     // The first retry of each send (kafkajs's backoff grows by 2x, ±20%, on later ones).
     for (const line of seen.filter((l) => l.retryCount === 0)) expect(line.retryTime, JSON.stringify(line)).toBeLessThanOrEqual(30);
   }, 60_000);
+
+  it('looks the transaction coordinator up once, not before every AddPartitionsToTxn and EndTxn (patches/kafkajs)', async () => {
+    const requests: string[] = [];
+    const off = producer.on(producer.events.REQUEST, (e) => requests.push(e.payload.apiName));
+    try {
+      for (let i = 0; i < 50; i += 1) {
+        const transaction = await producer.transaction();
+        await transaction.send({ topic, acks: -1, messages: [{ partition: i % PARTITIONS, key: `k${i}`, value: String(i) }] });
+        await transaction.commit();
+      }
+    } finally {
+      off();
+    }
+    const count = (api: string) => requests.filter((r) => r === api).length;
+    expect(count('EndTxn')).toBe(50);
+    // kafkajs calls FindCoordinator "GroupCoordinator"; unpatched it sent 100 here (2 per transaction).
+    expect(count('GroupCoordinator')).toBeLessThanOrEqual(1);
+  }, 60_000);
 });
