@@ -14,7 +14,7 @@ import { createCrashPoints, type CrashPoints } from './crash-points.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
 import { ApplyCoalescer } from './apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
-import { OutboxRelay, relayParts } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts } from './outbox-relay.ts';
 import { startRelayThread, type RelayHandle } from './relay-thread.ts';
 
 // The worker's composition root: every client and part built from the config once, nothing
@@ -143,15 +143,10 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
     );
   }
   const relayLogger = logger.child({ component: 'outbox-relay' });
-  // Its own two sessions, as in the thread: the relay's writes are its cursor rows, committed without
-  // waiting for the WAL flush (see relay-thread.ts), which the apply path's pool must not do.
-  const pool = createPool({
+  const pool = createRelayPool({
     url: config.databaseUrl,
-    max: 2,
     statementTimeoutMs: config.statementTimeoutMs,
-    ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
-    applicationName: 'worker-relay',
-    synchronousCommit: false,
+    idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs,
     logger: relayLogger,
   });
   const relay = new OutboxRelay({

@@ -1,5 +1,6 @@
 import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
+import { createPool } from '#plumbing/db/pool.ts';
 import { withTransaction } from '#plumbing/db/transaction.ts';
 import { appliedHeaders } from '#domain/apply/index.ts';
 import {
@@ -77,6 +78,28 @@ export interface RelayPartsSettings {
   leaderIdleTimeoutMs?: number;
 }
 
+/**
+ * The relay's own two Postgres sessions, in its thread or inline. Its writes are its cursor rows
+ * (and a re-baseline after a restore): they commit without waiting for the WAL flush, since losing
+ * the newest in a Postgres crash only republishes identical records, which the relay allows for.
+ */
+export function createRelayPool(settings: {
+  url: string;
+  statementTimeoutMs: number;
+  idleInTransactionTimeoutMs?: number | undefined;
+  logger: Logger;
+}): Pool {
+  return createPool({
+    url: settings.url,
+    max: 2,
+    statementTimeoutMs: settings.statementTimeoutMs,
+    ...(settings.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: settings.idleInTransactionTimeoutMs }),
+    applicationName: 'worker-relay',
+    synchronousCommit: false,
+    logger: settings.logger,
+  });
+}
+
 /** The producer and the leadership a relay needs, as every worker builds them. */
 export function relayParts(settings: RelayPartsSettings): Pick<OutboxRelayOptions, 'producer' | 'leadership'> {
   return {
@@ -92,21 +115,23 @@ export function relayParts(settings: RelayPartsSettings): Pick<OutboxRelayOption
 }
 
 /**
+ * Default payload bytes per relay batch: each partition's record batch must stay within the
+ * broker's message.max.bytes (1 MiB by default), and the batch is held in memory while it is sent.
+ * The ingress bounds its batches the same way (its maxBatchBytes, 512 KiB).
+ */
+export const RELAY_BATCH_BYTES = 512 * 1024;
+
+/**
  * Publishes applied_outbox rows to the applied topic in (tx, id) order, one Kafka transaction per
  * batch, and then moves its cursor past them (one applied_outbox_batches row per batch; migration
  * 0002 explains the order). Only the leader publishes (a session advisory lock), and a replaced or
  * former leader's producer is fenced, so rows of one resource key never land out of order. A crash
  * before the cursor moves republishes the same stored bytes and headers, in the same order, which
- * downstream sees as an identical record. Subscribers read committed records (kafkajs's default;
+ * downstream sees as an identical record. So does a commit the relay gave up on that the broker
+ * still carried out (its EndTxn was in flight when the send timeout fired, e.g. at a frozen broker):
+ * the batch appears twice, whole and in order (test/relay/relay-fencing.test.ts). Subscribers read committed records (kafkajs's default;
  * set isolation.level=read_committed in Java clients): an aborted attempt is never seen.
  */
-/**
- * Default payload bytes per relay batch: each partition's record batch must stay within the
- * broker's message.max.bytes (1 MiB by default), and the batch is held in memory while it is sent.
- * The ingress bounds its batches the same way (PUBLISH_MAX_BATCH_BYTES).
- */
-export const RELAY_BATCH_BYTES = 512 * 1024;
-
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
   #running = false;
@@ -212,11 +237,20 @@ export class OutboxRelay {
     const spans = this.#o.tracing?.enabled ? this.#startSpans(rows) : undefined;
     // Bounded: an idempotent producer retries without end during an outage. On a timeout or any
     // failure the producer is replaced, which fences this attempt (see createRelayProducer).
+    // kafkajs goes on retrying a send after the timeout, and this function goes on with it: once
+    // abandoned it must not commit. The next attempt publishes these rows again, and a late commit
+    // of this one that reached the coordinator before the replacement's InitProducerId would put
+    // them on the topic twice, older versions after newer ones.
+    let abandoned = false;
     try {
       await producer.use(
         async (p) => {
           const transaction = await p.transaction();
           await (this.#sender ? this.#sender.send(request, transaction) : transaction.send(request));
+          if (abandoned) {
+            await transaction.abort().catch(() => {});
+            return;
+          }
           await transaction.commit();
         },
         sendTimeoutMs,
@@ -224,6 +258,7 @@ export class OutboxRelay {
         'applied topic publish',
       );
     } catch (error) {
+      abandoned = true;
       if (spans) for (const span of spans) endSpanWithError(span, error);
       throw error;
     }

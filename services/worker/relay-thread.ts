@@ -4,7 +4,6 @@
 // and event loop; it talks to the worker only by messages (nudge and stop in, published counts
 // and log lines out). Crash points still stop the whole process.
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { createPool } from '#plumbing/db/pool.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
@@ -12,7 +11,7 @@ import { startTracing, tracingSettingsFromEnv } from '#plumbing/observability/tr
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
-import { OutboxRelay, relayParts } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts } from './outbox-relay.ts';
 
 /** What the worker needs from a relay, wherever it runs. */
 export interface RelayHandle {
@@ -145,16 +144,10 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
       component: 'outbox-relay',
     },
   );
-  const pool = createPool({
+  const pool = createRelayPool({
     url: settings.databaseUrl,
-    max: 2,
     statementTimeoutMs: settings.statementTimeoutMs,
-    ...(settings.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: settings.idleInTransactionTimeoutMs }),
-    applicationName: 'worker-relay',
-    // The relay's own writes are its cursor rows (and a re-baseline after a restore): losing the
-    // newest in a Postgres crash republishes identical records, which the relay already allows
-    // for. Not waiting for the WAL flush takes a disk sync off every pass.
-    synchronousCommit: false,
+    idleInTransactionTimeoutMs: settings.idleInTransactionTimeoutMs,
     logger,
   });
   const kafka = createKafka({ brokers: settings.brokers, clientId: `${settings.clientId}-relay`, logger });

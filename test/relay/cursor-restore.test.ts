@@ -4,12 +4,11 @@ import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import type { OutboxRelay } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { readTopic, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';
+import { createTestRelay } from './helpers.ts';
 
 // Transaction ids of a cluster that ran for a long while before it was dumped.
 const OLD_CLUSTER_SHIFT = 5_000_000_000;
@@ -33,22 +32,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
       names: { applied },
     } = await createTopicsRetrying(kafka, { retryLevels: 0 }));
     const logger = createLogger({ name: 'relay', level: 'info' }, { write: (line: string) => logLines.push(line) });
-    relay = new OutboxRelay({
-      pool: db.pool,
-      ...relayParts({
-        kafka: testKafka(uniqueName('relay'), testBrokers()),
-        databaseUrl: db.url,
-        transactionalId: `${applied}.relay`,
-        logger,
-        sendTimeoutMs: 10_000,
-      }),
-      topic: applied,
-      batchSize: 100,
-      pollMs: 50,
-      sendTimeoutMs: 10_000,
-      logger,
-      crashPoints: noCrashPoints,
-    });
+    relay = createTestRelay({ db, applied, logger, batchSize: 100 });
   });
   afterAll(async () => {
     await relay?.stop();

@@ -4,12 +4,11 @@ import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import type { OutboxRelay } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { readTopic, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';
+import { createTestRelay } from './helpers.ts';
 
 const EVENTS = 40;
 const DESCRIPTION_BYTES = 120 * 1024;
@@ -34,22 +33,7 @@ describe('outbox relay with large applied records', () => {
       names: { applied },
     } = await createTopicsRetrying(kafka, { retryLevels: 0, eventsPartitions: 1 }));
     const logger = createLogger({ name: 'relay', level: 'error' });
-    relay = new OutboxRelay({
-      pool: db.pool,
-      ...relayParts({
-        kafka: testKafka(uniqueName('relay'), testBrokers()),
-        databaseUrl: db.url,
-        transactionalId: `${applied}.relay`,
-        logger,
-        sendTimeoutMs: 10_000,
-      }),
-      topic: applied,
-      batchSize: 500,
-      pollMs: 50,
-      sendTimeoutMs: 10_000,
-      logger,
-      crashPoints: noCrashPoints,
-    });
+    relay = createTestRelay({ db, applied, logger, batchSize: 500 });
   });
   afterAll(async () => {
     await relay?.stop();

@@ -134,18 +134,26 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     await new Promise((r) => setTimeout(r, 5_000));
 
     const records = await readTopic(kafka, applied);
-    const byKey = new Map<string, number[]>();
-    for (const r of records) {
-      const list = byKey.get(r.key) ?? [];
-      list.push((JSON.parse(r.value.toString('utf8')) as { resource: { version: number } }).resource.version);
-      byKey.set(r.key, list);
-    }
+    const byKey = new Map<string, string[]>();
+    for (const r of records) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r.value.toString('utf8')]);
+    const versionOf = (value: string) => (JSON.parse(value) as { resource: { version: number } }).resource.version;
     expect(byKey.size).toBe(KEYS);
     const backwards: string[] = [];
-    for (const [key, versions] of byKey) {
+    for (const [key, values] of byKey) {
+      const versions = values.map(versionOf);
       for (let i = 1; i < versions.length; i += 1) {
-        if (versions[i]! < versions[i - 1]!)
-          backwards.push(`${key}: v${versions[i - 1]} then v${versions[i]} (at ${i} of ${versions.length})`);
+        if (versions[i]! >= versions[i - 1]!) continue;
+        // The one step back the relay allows: a batch published again, byte for byte and in the
+        // same order, because the broker carried out a commit that the relay had given up on (its
+        // EndTxn reached the frozen broker before the send timeout, and the broker committed it
+        // when it woke; the relay's cursor had not moved, so the next attempt sent the same rows).
+        // Downstream sees the same records once more, then the newer ones again. A record that
+        // was never on the topic before, or a repeat that is not the whole run, is a real disorder.
+        const first = values.indexOf(values[i]!);
+        const run = values.slice(first, i);
+        const again = values.slice(i, i + run.length);
+        const republished = first < i && again.length === run.length && again.every((v, t) => v === run[t]);
+        if (!republished) backwards.push(`${key}: v${versions[i - 1]} then v${versions[i]} (at ${i} of ${versions.length})`);
       }
       expect(versions.at(-1), key).toBe(version);
       expect(new Set(versions).size, `${key} has every applied version`).toBe(version);
