@@ -34,6 +34,26 @@ describe('coalescedCommits', () => {
     expect(sent).toHaveLength(2);
   });
 
+  it('settles only after the commit in flight and the one waiting behind it have ended (what the worker awaits before leaving the group)', async () => {
+    const share = coalescedCommits();
+    const releases: Array<() => void> = [];
+    const commit = () => new Promise<void>((resolve) => releases.push(resolve));
+    void share(commit);
+    void share(commit);
+    let settled = false;
+    const settling = share.settled().then(() => (settled = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    releases[0]!();
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    releases[1]!();
+    await settling;
+    expect(settled).toBe(true);
+    // Nothing in flight: settled at once.
+    await share.settled();
+  });
+
   it('passes a failed commit to every caller waiting on it, and the next caller starts afresh', async () => {
     const share = coalescedCommits();
     let calls = 0;

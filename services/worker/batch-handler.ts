@@ -21,6 +21,8 @@ export interface BatchHandlerOptions {
   afterCommit?: () => void;
   /** The committed results, before their offsets are resolved (queues reconciliations; must not block). */
   afterApply?: (results: readonly ApplyResult[]) => void;
+  /** The shared offset commits; the worker awaits their settling before the consumer leaves. */
+  commits?: CoalescedCommits;
 }
 
 /**
@@ -33,7 +35,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
   // The per-event line carries only the fixed scalar fields below, none of them secret, so it
   // skips the base logger's wildcard redaction (about half the cost of each line).
   const eventLogger = logger.child({}, { redact: [] });
-  const shareCommit = coalescedCommits();
+  const shareCommit = options.commits ?? coalescedCommits();
 
   return async (payload) => {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
@@ -154,7 +156,13 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
  * they resolved meanwhile, instead of sending one request each (that was two commits per event at
  * 100 events/s). A caller's offsets are committed when its promise resolves, as before.
  */
-export function coalescedCommits(): (commit: () => Promise<void>) => Promise<void> {
+export interface CoalescedCommits {
+  (commit: () => Promise<void>): Promise<void>;
+  /** Resolves once the commits sent or waiting now have ended (whatever their outcome). */
+  settled(): Promise<void>;
+}
+
+export function coalescedCommits(): CoalescedCommits {
   let inFlight: Promise<void> | undefined;
   let next: Promise<void> | undefined;
   const run = (commit: () => Promise<void>): Promise<void> => {
@@ -164,7 +172,7 @@ export function coalescedCommits(): (commit: () => Promise<void>) => Promise<voi
     inFlight = attempt;
     return attempt;
   };
-  return (commit) => {
+  const share = (commit: () => Promise<void>): Promise<void> => {
     if (inFlight === undefined) return run(commit);
     next ??= inFlight
       .catch(() => {})
@@ -174,4 +182,11 @@ export function coalescedCommits(): (commit: () => Promise<void>) => Promise<voi
       });
     return next;
   };
+  return Object.assign(share, {
+    settled: () =>
+      (next ?? inFlight ?? Promise.resolve()).then(
+        () => {},
+        () => {},
+      ),
+  });
 }

@@ -8,7 +8,7 @@ import { startAdminServer, type AdminServer } from '#plumbing/observability/admi
 import { readRelayPosition, selectNewestOutboxPosition, type OutboxPosition } from '#domain/store/outbox.ts';
 import { ping } from '#domain/store/session.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import { createBatchHandler } from './batch-handler.ts';
+import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './batch-handler.ts';
 import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
 import type { WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
@@ -143,6 +143,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
 
   let failures: FailureHandling | undefined;
   let relay: RelayHandle | undefined;
+  let offsetCommits: CoalescedCommits | undefined;
   let admin: AdminServer | undefined;
   const reconcile =
     config.reconcile === undefined
@@ -170,6 +171,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
+    offsetCommits = coalescedCommits();
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -185,6 +187,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         ...(deps.onQuarantined ? { onQuarantined: deps.onQuarantined } : failures ? { onQuarantined: failures.onQuarantined } : {}),
         afterCommit: () => startedRelay.nudge(),
         ...(reconcile ? { afterApply: reconcile.onResults } : {}),
+        commits: offsetCommits,
       }),
     });
     // Retry topics go through the same applier (fault injection included) as the main topic.
@@ -257,6 +260,9 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         };
         // A retention run stops between two batches.
         await step('retention', () => retention?.stop());
+        // A batch that ended before the stop began committed its offsets in the background: wait
+        // for that commit, or the group is left with it in flight and its offsets are redelivered.
+        await offsetCommits?.settled();
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await step('consumer', () => consumer.disconnect());
         // Running pulls finish (their snapshot is published or not); waiting ones are dropped.
