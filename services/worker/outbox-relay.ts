@@ -129,8 +129,9 @@ export const RELAY_BATCH_BYTES = 512 * 1024;
  * before the cursor moves republishes the same stored bytes and headers, in the same order, which
  * downstream sees as an identical record. So does a commit the relay gave up on that the broker
  * still carried out (its EndTxn was in flight when the send timeout fired, e.g. at a frozen broker):
- * the batch appears twice, whole and in order (test/relay/relay-fencing.test.ts). Subscribers read committed records (kafkajs's default;
- * set isolation.level=read_committed in Java clients): an aborted attempt is never seen.
+ * the batch appears twice, whole and in order (test/relay/relay-fencing.test.ts). Subscribers read
+ * committed records (kafkajs's default; set isolation.level=read_committed in Java clients): an
+ * aborted attempt is never seen.
  */
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
