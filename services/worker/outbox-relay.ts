@@ -12,6 +12,8 @@ import {
   recordCursorCluster,
   recordOutboxBatch,
   RELAY_LEADER_LOCK_KEY,
+  selectNewestOutboxPosition,
+  type OutboxPosition,
   type OutboxRow,
   type RelayPosition,
 } from '#domain/store/outbox.ts';
@@ -24,6 +26,23 @@ import type { CrashPoints } from './crash-points.ts';
 import { RelayLeadership } from './relay-leadership.ts';
 
 const HELD_BACK_WARN_MS = 30_000;
+
+/**
+ * A stopping relay publishes what was applied before the stop for at most STOP_DRAIN_MS in all
+ * (a pass in flight when that ends finishes first, bounded by the send timeout), and gives up
+ * sooner only where waiting cannot help: rows held back by an open transaction for
+ * STOP_HELD_BACK_MS, or another worker leading the relay (at once; that leader publishes them).
+ */
+export const STOP_DRAIN_MS = 10_000;
+const STOP_HELD_BACK_MS = 2_000;
+
+const atOrPast = (a: OutboxPosition, b: OutboxPosition) => BigInt(a.tx) > BigInt(b.tx) || (a.tx === b.tx && BigInt(a.id) >= BigInt(b.id));
+
+/** What one pass found: published rows (the cursor is now `cursor`), nothing to do, rows held back, not the leader. */
+type Pass =
+  | { kind: 'published'; count: number; cursor: OutboxPosition }
+  | { kind: 'idle' | 'held-back'; cursor: OutboxPosition }
+  | { kind: 'not-leader' | 'rebaselined' };
 
 /** Who may publish (services/worker/relay-leadership.ts). */
 export interface Leadership {
@@ -50,6 +69,8 @@ export interface OutboxRelayOptions {
   heldBackWarnMs?: number;
   /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
+  /** How long stop() goes on publishing what was applied before it (default STOP_DRAIN_MS; 0: not at all). */
+  stopDrainMs?: number;
   /** When enabled: a producer span per published row, child of the row's apply span. */
   tracing?: Tracing;
 }
@@ -137,6 +158,7 @@ export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
   #running = false;
   #loop: Promise<void> | undefined;
+  #stopped: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #nudged = false;
   /** The last pass left ready rows behind (a full or byte-bounded batch): go on without a poll wait. */
@@ -171,52 +193,113 @@ export class OutboxRelay {
     this.#wake?.();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Publishes what was applied before the stop (bounded: see STOP_DRAIN_MS), then releases the
+   * leadership and closes the producer. Whatever is left, the next leader publishes.
+   */
+  stop(): Promise<void> {
     this.#running = false;
     this.#wake?.();
-    await this.#loop;
-    await this.#o.leadership.release();
-    await this.#o.producer.close();
+    return (this.#stopped ??= (async () => {
+      await this.#loop;
+      await this.#drain();
+      await this.#o.leadership.release();
+      await this.#o.producer.close();
+    })());
   }
 
   /**
-   * Rows exist after the cursor but none is readable yet: an older transaction is still open
-   * somewhere on the cluster (migration 0002). Normal for a few milliseconds under load; past
+   * Passes until the cursor reaches the newest row applied before the stop. A slow pass is not a
+   * reason to give up (one batch on a busy broker can take seconds, and the worker's applies are
+   * over: nothing else is left to do); a failed one is retried with backoff, within the bound.
+   */
+  async #drain(): Promise<void> {
+    const { pool, logger } = this.#o;
+    const drainMs = this.#o.stopDrainMs ?? STOP_DRAIN_MS;
+    if (drainMs <= 0) return;
+    const started = performance.now();
+    let target: OutboxPosition | undefined;
+    let cursor: OutboxPosition | undefined;
+    let heldBackSince: number | undefined;
+    let backoffMs = 0;
+    const giveUp = (reason: string) =>
+      logger.warn(
+        { reason, newest: target, cursor: cursor ?? null, drain_ms: Math.round(performance.now() - started) },
+        'outbox relay stopping before it published every applied record: the next relay leader publishes the rest',
+      );
+    try {
+      target = await selectNewestOutboxPosition(pool);
+    } catch (error) {
+      logger.warn(
+        { err: error },
+        'outbox relay stopping: cannot read the newest applied record; the next relay leader publishes what is left',
+      );
+      return;
+    }
+    if (target === undefined) return;
+    for (;;) {
+      let pass: Pass | undefined;
+      try {
+        pass = await this.#pass();
+        backoffMs = 0;
+      } catch (error) {
+        backoffMs = Math.min(backoffMs === 0 ? 200 : backoffMs * 2, 2_000);
+        logger.warn({ err: error, backoff_ms: backoffMs }, 'outbox relay pass failed while stopping');
+      }
+      if (pass?.kind === 'not-leader') return logger.info('outbox relay stopping: another worker leads it and publishes the rest');
+      if (pass && 'cursor' in pass) cursor = pass.cursor;
+      if (pass?.kind === 'idle' || (cursor !== undefined && atOrPast(cursor, target))) return;
+      const now = performance.now();
+      heldBackSince = pass?.kind === 'held-back' ? (heldBackSince ?? now) : undefined;
+      if (now - started >= drainMs) return giveUp('stop_drain_timeout');
+      if (heldBackSince !== undefined && now - heldBackSince >= STOP_HELD_BACK_MS) return giveUp('held_back');
+      const waitMs = backoffMs > 0 ? backoffMs : pass?.kind === 'held-back' ? this.#o.pollMs : 0;
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, drainMs - (now - started))));
+    }
+  }
+
+  /**
+   * Whether rows exist after the cursor while none is readable yet: an older transaction is still
+   * open somewhere on the cluster (migration 0002). Normal for a few milliseconds under load; past
    * heldBackWarnMs the relay says which transaction, at most once per heldBackWarnMs.
    */
-  async #checkHeldBack(position: { tx: string; id: string }): Promise<void> {
+  async #checkHeldBack(position: { tx: string; id: string }): Promise<boolean> {
     const { pool } = this.#o;
     if (!(await outboxHasPending(pool, position))) {
       this.#heldBackSince = undefined;
-      return;
+      return false;
     }
     const now = Date.now();
     this.#heldBackSince ??= now;
     const warnMs = this.#o.heldBackWarnMs ?? HELD_BACK_WARN_MS;
-    if (now - this.#heldBackSince < warnMs || now - this.#lastHeldBackWarning < warnMs) return;
+    if (now - this.#heldBackSince < warnMs || now - this.#lastHeldBackWarning < warnMs) return true;
     this.#lastHeldBackWarning = now;
     const oldest = await oldestOpenTransaction(pool);
     this.#o.logger.warn(
       { held_back_seconds: Math.round((now - this.#heldBackSince) / 1000), oldest_open_transaction: oldest ?? null },
       'outbox relay held back: an open transaction older than the pending applied records has not ended',
     );
+    return true;
   }
 
   /** One pass: publishes at most one batch. Returns how many rows were published. */
   async publishOnce(): Promise<number> {
+    const pass = await this.#pass();
+    return pass.kind === 'published' ? pass.count : 0;
+  }
+
+  async #pass(): Promise<Pass> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
-    if (!(await leadership.hold())) return 0;
+    if (!(await leadership.hold())) return { kind: 'not-leader' };
     this.#more = false;
     const { position, rows, cut } = await readNextOutbox(pool, { limit: batchSize, maxBytes: this.#o.batchBytes ?? RELAY_BATCH_BYTES });
     const cluster = await this.#clusterId();
     if (position.ahead || (position.cluster_id !== null && cluster !== null && position.cluster_id !== cluster)) {
       await this.#rebaseline(position, cluster);
-      return 0;
+      return { kind: 'rebaselined' };
     }
-    if (rows.length === 0) {
-      await this.#checkHeldBack(position);
-      return 0;
-    }
+    const at = { tx: position.tx, id: position.id };
+    if (rows.length === 0) return { kind: (await this.#checkHeldBack(position)) ? 'held-back' : 'idle', cursor: at };
     this.#heldBackSince = undefined;
     this.#more = cut || rows.length === batchSize;
     crashPoints.reach('after-commit-before-publish');
@@ -269,7 +352,7 @@ export class OutboxRelay {
     // Forward only: a former leader finishing late must not move the cursor back.
     await recordOutboxBatch(pool, { last, records: rows.length, cluster });
     this.#o.onPublished?.(rows.length);
-    return rows.length;
+    return { kind: 'published', count: rows.length, cursor: { tx: last.tx, id: last.id } };
   }
 
   /** One producer span per row, child of its apply span (the context stored with the row). */

@@ -11,7 +11,7 @@ import { startTracing, tracingSettingsFromEnv } from '#plumbing/observability/tr
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
-import { createRelayPool, OutboxRelay, relayParts } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS } from './outbox-relay.ts';
 
 /** What the worker needs from a relay, wherever it runs. */
 export interface RelayHandle {
@@ -107,9 +107,11 @@ export async function startRelayThread(
       if (stopping) return exited;
       stopping = true;
       post({ type: 'stop' });
-      // The thread finishes its send (bounded by the send timeout) and exits; never wait forever.
+      // The thread publishes what was applied (STOP_DRAIN_MS), finishes its send (bounded by the
+      // send timeout) and exits; never wait forever.
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, settings.sendTimeoutMs + 5_000)))]);
+      const boundMs = STOP_DRAIN_MS + settings.sendTimeoutMs + 5_000;
+      await Promise.race([exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, boundMs)))]);
       clearTimeout(timer);
       await thread.terminate();
     },

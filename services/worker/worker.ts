@@ -5,9 +5,7 @@ import type { SnapshotApplier } from '#domain/apply/index.ts';
 import { startRetentionLoop, type RetentionLoop } from '#domain/retention/index.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
-import { readRelayPosition, selectNewestOutboxPosition, type OutboxPosition } from '#domain/store/outbox.ts';
 import { ping } from '#domain/store/session.ts';
-import type { Logger } from '#plumbing/logging/logger.ts';
 import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './batch-handler.ts';
 import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
 import type { WorkerConfig } from './config.ts';
@@ -87,47 +85,6 @@ async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayH
     ready: state.joined && !state.crashed && database === true && relay.running,
     checks: { consumer_group: state.joined, database, outbox_relay: relay.running, consuming: true },
   };
-}
-
-/** How long a stopping worker waits for the relay to publish what its applies committed: at most
- * PUBLISH_ON_STOP_MS in all, and no longer than PUBLISH_STALL_MS without the relay's cursor moving. */
-const PUBLISH_ON_STOP_MS = 10_000;
-const PUBLISH_STALL_MS = 2_000;
-
-const atOrPast = (a: OutboxPosition, b: OutboxPosition) => BigInt(a.tx) > BigInt(b.tx) || (a.tx === b.tx && BigInt(a.id) >= BigInt(b.id));
-
-/**
- * Waits, nudging the relay, until its cursor passes the newest applied record: relay.stop() alone
- * ends after the pass in progress, and what committed after that pass would wait for another
- * worker to lead the relay. Bounded: a relay that makes no progress (another process leads it, an
- * open transaction holds it back, the broker or the database is gone) leaves the rest to the next
- * leader, which publishes it.
- */
-async function publishCommitted(pool: Pool, relay: RelayHandle, logger: Logger): Promise<void> {
-  try {
-    const newest = await selectNewestOutboxPosition(pool);
-    if (newest === undefined) return;
-    const started = performance.now();
-    let cursor = await readRelayPosition(pool);
-    let moved = started;
-    while (!atOrPast(cursor, newest)) {
-      const now = performance.now();
-      if (!relay.running || now - moved > PUBLISH_STALL_MS || now - started > PUBLISH_ON_STOP_MS) {
-        logger.warn(
-          { newest, cursor: { tx: cursor.tx, id: cursor.id } },
-          'stopping before the relay published every applied record: the next relay leader publishes the rest',
-        );
-        return;
-      }
-      relay.nudge();
-      await new Promise((resolve) => setTimeout(resolve, 25));
-      const next = await readRelayPosition(pool);
-      if (next.tx !== cursor.tx || next.id !== cursor.id) moved = performance.now();
-      cursor = next;
-    }
-  } catch (error) {
-    logger.warn({ err: error }, 'could not check what the relay published before stopping: the next relay leader publishes the rest');
-  }
 }
 
 /**
@@ -268,8 +225,8 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         // Running pulls finish (their snapshot is published or not); waiting ones are dropped.
         await step('reconcile', () => reconcile?.close());
         await step('failures', () => failures?.close());
-        // Nothing more is applied here: the relay publishes up to the newest applied record, then stops.
-        await step('publish', () => publishCommitted(pool, runningRelay, logger));
+        // Nothing more is applied here: the relay publishes up to the newest applied record (bounded,
+        // see STOP_DRAIN_MS in outbox-relay.ts), then stops.
         await step('relay', () => runningRelay.stop());
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();

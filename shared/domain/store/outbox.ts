@@ -240,11 +240,12 @@ export async function oldestUnpublishedOutboxAge(client: Queryable): Promise<num
   return rows[0]!.age_seconds;
 }
 
-/** The newest applied record's position (undefined: none yet): what a stopping worker waits for the relay to pass. */
+/** The newest applied record's position (undefined: none yet): what a stopping relay publishes up to.
+ * ORDER BY names the table's columns: a bare `id` would be the text output column, and '99' > '101'. */
 export async function selectNewestOutboxPosition(client: Queryable): Promise<OutboxPosition | undefined> {
   const { rows } = await client.query<OutboxPosition>({
     text: `
-      SELECT tx::text AS tx, id::text AS id FROM applied_outbox ORDER BY tx DESC, id DESC LIMIT 1`,
+      SELECT o.tx::text AS tx, o.id::text AS id FROM applied_outbox AS o ORDER BY o.tx DESC, o.id DESC LIMIT 1`,
   });
   return rows[0];
 }

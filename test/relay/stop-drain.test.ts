@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
+import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
+import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { noCrashPoints } from '#services/worker/crash-points.ts';
+import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+
+// Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
+// the send timeout and kafkajs's request timeout: the pass in flight waits for the broker and lands.
+const PAUSE_MS = 3_500;
+const EVENTS = 300;
+
+/**
+ * Regression: a worker stopping under load left 273 applied records unpublished (CI, with the whole
+ * suite on the broker). Its stop nudged the relay and gave up after 2 s without the cursor moving,
+ * which a single slow pass on a busy broker takes. The relay's stop now publishes what was applied
+ * before it, bounded in total, and stops at once only where it cannot help: another worker leads.
+ */
+describe('outbox relay stop: publishes what was applied before it', () => {
+  const cluster = new LocalKafka({
+    name: `stop-drain-${process.pid}`,
+    nodes: 1,
+    basePort: Number(process.env.STOP_DRAIN_BASE_PORT ?? 27392),
+  });
+  let kafka: Kafka;
+  let db: TestDatabase;
+  let applied: string;
+  let offset = 0;
+  const cleanups: Array<() => Promise<void>> = [];
+
+  beforeAll(async () => {
+    cluster.wipe();
+    await cluster.start(120_000);
+    kafka = testKafka(uniqueName('drain'), cluster.brokers);
+    applied = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.applied;
+    db = await createTestDatabase();
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const cleanup of cleanups) await cleanup().catch(() => {});
+    await db?.drop();
+    await cluster.stop();
+    cluster.wipe();
+  });
+
+  function startRelay(name: string): OutboxRelay {
+    const client = testKafka(uniqueName(name), cluster.brokers);
+    const logger = createLogger({ name, level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+    const admin = client.admin();
+    const relay = new OutboxRelay({
+      pool: db.pool,
+      ...relayParts({ kafka: client, databaseUrl: db.url, transactionalId: `${applied}.relay`, logger, sendTimeoutMs: 20_000 }),
+      layout: async (topic) => {
+        await admin.connect();
+        return topicLayouts(admin)(topic);
+      },
+      topic: applied,
+      batchSize: 50,
+      pollMs: 20,
+      sendTimeoutMs: 20_000,
+      logger,
+      crashPoints: noCrashPoints,
+    });
+    relay.start();
+    cleanups.push(async () => {
+      await relay.stop();
+      await admin.disconnect();
+    });
+    return relay;
+  }
+
+  async function apply(count: number, prefix: string): Promise<string[]> {
+    const records: SourceRecord[] = Array.from({ length: count }, (_, i) => {
+      const event = sampleThemeEvent({ resource: { id: `${prefix}-${i}`, version: 1 } });
+      offset += 1;
+      return { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+    });
+    const results = await new SnapshotApplier({ pool: db.pool }).applyBatch(records);
+    expect(results.every((r) => r.outcome === 'applied')).toBe(true);
+    return records.map((r) => String(r.key));
+  }
+
+  async function waitForLeader(relay: OutboxRelay): Promise<void> {
+    // A row published proves the relay holds the leader lock and its producer is connected.
+    const [key] = await apply(1, uniqueName('lead'));
+    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
+      if (Date.now() > deadline) throw new Error(`the relay never published ${key}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(relay.running).toBe(true);
+  }
+
+  it('keeps publishing through passes slower than 2 s, and stops once what was applied before the stop is on the topic', async () => {
+    const relay = startRelay('relay-a');
+    await waitForLeader(relay);
+
+    cluster.pauseNode(1);
+    let stopMs: number;
+    try {
+      const prefix = uniqueName('thm');
+      const keys = await apply(EVENTS, prefix);
+      expect(await countUnpublishedOutbox(db.pool)).toBe(EVENTS);
+      const resumed = new Promise((r) => setTimeout(r, PAUSE_MS)).then(() => cluster.resumeNode(1));
+      const started = performance.now();
+      await relay.stop();
+      stopMs = performance.now() - started;
+      await resumed;
+
+      expect(await countUnpublishedOutbox(db.pool)).toBe(0);
+      const published = (await readTopic(kafka, applied)).filter((r) => r.key.includes(prefix)).map((r) => r.key);
+      expect(published.sort()).toEqual([...keys].sort());
+    } finally {
+      cluster.resumeNode(1);
+    }
+    // It waited for the broker (the pause), and for nothing else.
+    expect(stopMs).toBeGreaterThan(PAUSE_MS - 500);
+    expect(stopMs).toBeLessThan(PAUSE_MS + 8_000);
+  });
+
+  it('stops at once when another relay leads, leaving the rows to that leader', async () => {
+    const leader = startRelay('relay-b');
+    await waitForLeader(leader);
+    const follower = startRelay('relay-c');
+
+    cluster.pauseNode(1);
+    try {
+      await apply(20, uniqueName('thm'));
+      const started = performance.now();
+      await follower.stop();
+      expect(performance.now() - started).toBeLessThan(1_500);
+      expect(await countUnpublishedOutbox(db.pool)).toBe(20);
+    } finally {
+      cluster.resumeNode(1);
+    }
+    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
+      if (Date.now() > deadline) throw new Error('the leader did not publish the rows the follower left');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+});
