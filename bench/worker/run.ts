@@ -3,6 +3,7 @@
 // The ceiling drives the same apply path (same SQL, same batch size, same parallelism) straight
 // at Postgres with a plain pg pool, no Kafka. Results go to bench/results/worker.md.
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -173,6 +174,7 @@ async function runWorker(round: number): Promise<WorkerRound> {
   });
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`worker child exited ${code}: ${childOut}`);
+  if (process.env.BENCH_CHILD_STDOUT) writeFileSync(process.env.BENCH_CHILD_STDOUT, childOut);
   const run = JSON.parse(childOut.trim().split('\n').at(-1)!) as Omit<WorkerRound, 'counts' | 'cpu' | 'rate'>;
   const counts = await tableCounts(url);
   const first = marks.get('first-fetch');

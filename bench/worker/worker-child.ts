@@ -28,6 +28,40 @@ if (process.env.BENCH_MEMORY_SAMPLES === '1') {
   }, 100).unref();
 }
 
+// BENCH_GC_STATS=1: time in garbage collection by kind, from the first fetch to the last commit (stderr).
+const gc = { minor: { count: 0, ms: 0 }, major: { count: 0, ms: 0 }, incremental: { count: 0, ms: 0 }, weakcb: { count: 0, ms: 0 } };
+if (process.env.BENCH_GC_STATS === '1') {
+  const { PerformanceObserver, constants } = await import('node:perf_hooks');
+  const kinds: Record<number, keyof typeof gc> = {
+    [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+    [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+    [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+  };
+  new PerformanceObserver((list) => {
+    if (firstFetch === undefined || lastCommit !== undefined) return;
+    for (const entry of list.getEntries()) {
+      const kind = kinds[(entry as unknown as { detail: { kind: number } }).detail.kind];
+      if (kind === undefined) continue;
+      gc[kind].count += 1;
+      gc[kind].ms += entry.duration;
+    }
+  }).observe({ entryTypes: ['gc'] });
+}
+
+// BENCH_PROMOTION_PROFILE=<file>: a sampling heap profile of what outlived the young generation
+// (objects later freed by a major GC included, those freed by a scavenge not): what gets promoted.
+const promotionProfile = process.env.BENCH_PROMOTION_PROFILE;
+const inspector = promotionProfile ? new (await import('node:inspector/promises')).Session() : undefined;
+if (inspector) {
+  inspector.connect();
+  await inspector.post('HeapProfiler.startSampling', {
+    samplingInterval: 64 * 1024,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: false,
+  });
+}
+
 let firstFetch: number | undefined;
 let lastCommit: number | undefined;
 const committed = new Map<number, number>();
@@ -66,7 +100,15 @@ const drainedMs = performance.now() - firstFetch!;
 const outcomes = Object.fromEntries(
   (await worker.registry.getSingleMetric('webhook_events_processed_total')!.get()).values.map((v) => [v.labels['outcome'], v.value]),
 );
+if (inspector) {
+  const { profile } = await inspector.post('HeapProfiler.stopSampling');
+  (await import('node:fs')).writeFileSync(promotionProfile!, JSON.stringify(profile));
+}
 await worker.close();
+if (process.env.BENCH_GC_STATS === '1') {
+  const rounded = Object.fromEntries(Object.entries(gc).map(([k, v]) => [k, { count: v.count, ms: Math.round(v.ms) }]));
+  console.error(`garbage collection, first fetch -> last commit (${Math.round(consumedMs)} ms): ${JSON.stringify(rounded)}`);
+}
 if (memoryAtPeak) console.error(`memory at the RSS peak (MB): ${JSON.stringify(memoryAtPeak)}`);
 console.log(JSON.stringify({ consumedMs, drainedMs, rssAtCommitMb, peakRssMb: procStatusMb(process.pid, 'VmHWM'), outcomes }));
 process.exit(0);
