@@ -457,7 +457,7 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${serviceSpecs.ingress.nodeArgs.join(' ')} --import tsx ${serviceSpecs.ingress.main}\`) and one worker
-(\`node ${serviceSpecs.worker.nodeArgs.join(' ')} --import tsx ${serviceSpecs.worker.main}\`, relay in its thread) as separate processes with npm start's
+(\`node ${serviceSpecs.worker.nodeArgs.join(' ')} --import tsx ${serviceSpecs.worker.main}\`, relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
 flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);
