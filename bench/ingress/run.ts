@@ -229,7 +229,9 @@ interface Measured {
 
 async function warmUp(name: string, server: Server): Promise<number> {
   console.error(`[bench] ${name}: warm-up ${WARMUP_MS} ms`);
-  return (await closedLoop(server.port, WARMUP_MS)).ok;
+  const ok = (await closedLoop(server.port, WARMUP_MS)).ok;
+  console.error(`[bench] ${name}: peak RSS so far (VmHWM) ${server.peakRssMb().toFixed(1)} MB`);
+  return ok;
 }
 
 async function measureRound(name: string, server: Server): Promise<Omit<Measured, 'warmupOk'>> {
@@ -237,7 +239,9 @@ async function measureRound(name: string, server: Server): Promise<Omit<Measured
   const cpuBefore = server.cpuSeconds();
   const peak = summarise(await closedLoop(server.port, DURATION_MS));
   const cpuMsPerRequest = ((server.cpuSeconds() - cpuBefore) * 1000) / peak.requests;
-  console.error(`[bench] ${name}: ${peak.rps.toFixed(0)} req/s, p50 ${peak.p50.toFixed(2)} ms, p99 ${peak.p99.toFixed(2)} ms`);
+  console.error(
+    `[bench] ${name}: ${peak.rps.toFixed(0)} req/s, p50 ${peak.p50.toFixed(2)} ms, p99 ${peak.p99.toFixed(2)} ms, peak RSS so far (VmHWM) ${server.peakRssMb().toFixed(1)} MB`,
+  );
   return { peak, cpuMsPerRequest, rssMb: server.peakRssMb() };
 }
 
