@@ -46,6 +46,8 @@ interface Pending {
   /** performance.now() after which the caller gets ack_timeout. */
   deadline: number;
   settled: boolean;
+  /** Sent in a batch of its own: its batch was refused as too large for the broker. */
+  alone?: boolean;
 }
 
 const RECORD_OVERHEAD_BYTES = 100;
@@ -176,12 +178,14 @@ export class BatchingPublisher {
         this.queue.shift();
         continue;
       }
+      if (next.alone && batch.length > 0) break;
       // A broker refuses a record batch above message.max.bytes (default ~1 MiB) as a whole, so
       // big records travel alone instead of failing their neighbours.
       if (batch.length > 0 && bytes + next.bytes > this.options.maxBatchBytes) break;
       batch.push(next);
       bytes += next.bytes;
       this.queue.shift();
+      if (next.alone) break;
     }
     return batch;
   }
@@ -223,6 +227,18 @@ export class BatchingPublisher {
     } catch (error) {
       const type = (error as { type?: string }).type ?? (error as { cause?: { type?: string } }).cause?.type;
       if (type === 'MESSAGE_TOO_LARGE' || type === 'RECORD_LIST_TOO_LARGE') {
+        // The broker refuses a partition's record batch as a whole (the topic's max.message.bytes
+        // may be below maxBatchBytes): only a record refused on its own is too large. The others
+        // go again, each alone, ahead of what queued since (the oldest deadlines stay first).
+        // Records of other partitions in the same request may already be written: those are
+        // published twice, which the worker's deduplication absorbs (at-least-once).
+        if (batch.length > 1) {
+          const retry = batch.filter((p) => !p.settled);
+          for (const p of retry) p.alone = true;
+          this.queue.unshift(...retry);
+          this.log.warn({ records: retry.length }, 'batch too large for the broker; sending its records one by one');
+          return;
+        }
         for (const p of batch) this.settle(p, new PublishError('record_too_large', 'record too large for the broker', error));
         return;
       }
