@@ -341,8 +341,8 @@ Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
 
 Where the time goes: the CPU table above is measured, not estimated. The worker process includes its outbox relay
-(WORKER_RELAY=${RELAY_MODE}): kafkajs allocates several zero-filled buffers per produced record, so
-publishing an applied record costs about as much worker CPU as applying it (\`npx tsx bench/worker/relay-cpu.ts\`).
+(WORKER_RELAY=${RELAY_MODE}): it encodes every applied record with its dozen headers (patches/kafkajs+2.2.4.patch
+encodes each into one buffer) and reads the outbox back (\`npx tsx bench/worker/relay-cpu.ts\` measures the relay alone).
 Postgres's share is split by \`npx tsx bench/worker/pg-cpu.ts\` (apply path per event and relay per record, read from
 the backend's /proc entry), and \`npx tsx bench/worker/explain-chunk.ts 1000 20\` prints the plans of one chunk's
 statements. A chunk transaction is 5 round trips: BEGIN, per-key advisory locks, one read (index probes), one
