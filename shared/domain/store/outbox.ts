@@ -177,13 +177,21 @@ export async function readNextOutbox(client: Queryable, args: { limit: number; m
   };
 }
 
+/**
+ * Whether rows exist after ($1, $2). Not `EXISTS (... WHERE (tx, id) > ...)`: the planner expects a
+ * third of the rows to match and plans that as a sequential scan that stops at the first match,
+ * which with the relay caught up reads the whole outbox (test/foundation/outbox-plans.test.ts).
+ * Ordered on the index's columns with LIMIT 1 it is one index probe.
+ */
+export const OUTBOX_HAS_PENDING = `
+  SELECT (
+    SELECT true FROM applied_outbox AS o
+    WHERE (o.tx, o.id) > ($1::xid8, $2::bigint)
+    ORDER BY o.tx, o.id LIMIT 1) IS NOT NULL AS pending`;
+
 /** Rows after the cursor exist (committed or not yet visible to the relay). */
 export async function outboxHasPending(client: Queryable, after: OutboxPosition): Promise<boolean> {
-  const { rows } = await client.query<{ pending: boolean }>({
-    text: `
-      SELECT EXISTS (SELECT 1 FROM applied_outbox WHERE (tx, id) > ($1::xid8, $2::bigint)) AS pending`,
-    values: [after.tx, after.id],
-  });
+  const { rows } = await client.query<{ pending: boolean }>({ text: OUTBOX_HAS_PENDING, values: [after.tx, after.id] });
   return rows[0]?.pending === true;
 }
 
@@ -227,16 +235,21 @@ export async function countUnpublishedOutbox(client: Queryable): Promise<number>
   return rows[0]!.n;
 }
 
-/** Seconds since the oldest unpublished row was written; 0 when none is waiting. */
+/**
+ * Seconds since the oldest unpublished row was written; 0 when none is waiting (the worker's gauge,
+ * read on every scrape). The cursor enters as two scalar subqueries, which the index scan takes as
+ * its start: joined as a row source it was a filter on a walk of the whole index.
+ */
+export const OLDEST_UNPUBLISHED_OUTBOX_AGE = `
+  WITH p AS MATERIALIZED (${RELAY_POSITION})
+  SELECT COALESCE((
+    SELECT EXTRACT(EPOCH FROM now() - o.created_at)
+    FROM applied_outbox AS o
+    WHERE (o.tx, o.id) > ((SELECT tx FROM p), (SELECT id FROM p))
+    ORDER BY o.tx, o.id LIMIT 1), 0)::float8 AS age_seconds`;
+
 export async function oldestUnpublishedOutboxAge(client: Queryable): Promise<number> {
-  const { rows } = await client.query<{ age_seconds: number }>({
-    text: `
-      SELECT COALESCE((
-        SELECT EXTRACT(EPOCH FROM now() - o.created_at)
-        FROM applied_outbox AS o, (${RELAY_POSITION}) AS p
-        WHERE (o.tx, o.id) > (p.tx, p.id)
-        ORDER BY o.tx, o.id LIMIT 1), 0)::float8 AS age_seconds`,
-  });
+  const { rows } = await client.query<{ age_seconds: number }>({ text: OLDEST_UNPUBLISHED_OUTBOX_AGE });
   return rows[0]!.age_seconds;
 }
 
