@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka } from './bootstrap.ts';
 import { cacheDir } from './paths.ts';
-import { claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
+import { buildServices, claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 
 const kind = process.argv[2];
@@ -49,6 +49,7 @@ if (spec.kind !== 'console')
     process.exit(1);
   }
 
+await buildServices();
 const child = spawnService(spec, env);
 logger.info(
   { child: spec.kind, pid: child.pid, admin_port: Number(env.ADMIN_PORT) },

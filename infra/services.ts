@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { buildBundles, bundlePath } from './build.ts';
 import { repoRoot } from './paths.ts';
 import type { SupervisedProcess } from './supervisor.ts';
 
@@ -48,9 +49,19 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   },
 };
 
-/** Starts the service as a child process (stdout and stderr shared with this one). */
+/** Builds every service's bundle (infra/build.ts); run it before spawnService. */
+export async function buildServices(): Promise<void> {
+  await buildBundles(Object.values(serviceSpecs).map((spec) => spec.main));
+}
+
+/** The node arguments that run a service from its bundle: its flags, any preloads, the bundle. */
+export function serviceArgs(spec: ServiceSpec, extraNodeArgs: string[] = []): string[] {
+  return [...spec.nodeArgs, ...extraNodeArgs, bundlePath(spec.main)];
+}
+
+/** Starts the service as a child process (stdout and stderr shared with this one), from the bundle buildServices wrote. */
 export function spawnService(spec: ServiceSpec, env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, [...spec.nodeArgs, '--import', 'tsx', path.join(repoRoot, spec.main)], {
+  return spawn(process.execPath, serviceArgs(spec), {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'inherit', 'inherit'],

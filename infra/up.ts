@@ -5,7 +5,16 @@
 // (infra/supervisor.ts). WORKERS=N runs N workers in the consumer group. Ctrl-C (SIGINT) or
 // SIGTERM stops the services, restarts nothing, and stops what this process started and nothing else.
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
-import { parseWorkerCount, serviceSpecs, spawnService, stopSignalFor, supervised, upAdminPorts, type ServiceSpec } from './services.ts';
+import {
+  buildServices,
+  parseWorkerCount,
+  serviceSpecs,
+  spawnService,
+  stopSignalFor,
+  supervised,
+  upAdminPorts,
+  type ServiceSpec,
+} from './services.ts';
 import { Supervisor } from './supervisor.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { devEndpointsPath, writeDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
@@ -53,7 +62,7 @@ try {
     stops.push(p.stop);
     return p;
   };
-  const [kafka, database] = await Promise.all([registered(provideKafka(log)), registered(provideDatabase(log))]);
+  const [kafka, database] = await Promise.all([registered(provideKafka(log)), registered(provideDatabase(log)), buildServices()]);
   await prepareTopics(kafka.value, logger);
   await prepareDatabase(database.value, logger);
   if (!shuttingDown) {

@@ -4,6 +4,7 @@ import { migrate } from '#domain/store/migrate.ts';
 import { LocalKafka, singleNodeDefaults, brokerReady } from '../infra/kafka/local-kafka.ts';
 import { resolvePostgres, withDatabase, canConnect } from '../infra/postgres.ts';
 import { dockerEngineAvailable } from '../infra/docker.ts';
+import { buildServices } from '../infra/services.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 
 declare module 'vitest' {
@@ -91,7 +92,8 @@ async function setUpPostgres(useDocker: boolean): Promise<{ adminUrl: string; st
 // A missing service throws here, which fails the whole run: integration tests are never skipped.
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const useDocker = (!process.env.KAFKA_BROKERS || !process.env.DATABASE_URL) && dockerEngineAvailable();
-  const [kafka, postgres] = await Promise.all([setUpKafka(useDocker), setUpPostgres(useDocker)]);
+  // The services' bundles too: tests start the services the way npm start does, from them.
+  const [kafka, postgres] = await Promise.all([setUpKafka(useDocker), setUpPostgres(useDocker), buildServices()]);
 
   // Every test file clones this migrated template, so each file gets its own database.
   const templateDb = `bridge_tpl_${process.pid}`;

@@ -456,8 +456,8 @@ Load average (1 / 5 / 15 min) before: ${loadBefore.map((l) => l.toFixed(2)).join
 processes seen on the machine during the run (command lines sampled every second): ${otherRunsSeen.length ? `**${otherRunsSeen.join(', ')}**: the figures are not those of a quiet machine` : 'none'}; each phase below also gives the CPU share of processes other than the bench's.
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
-topicSpecs), the ingress (\`node ${serviceSpecs.ingress.nodeArgs.join(' ')} --import tsx ${serviceSpecs.ingress.main}\`) and one worker
-(\`node ${serviceSpecs.worker.nodeArgs.join(' ')} --import tsx ${serviceSpecs.worker.main}\`, relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
+topicSpecs), the ingress (\`node ${ingress.args.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
+(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
 flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);
@@ -506,7 +506,7 @@ ${measured.map(phaseSection).join('\n')}
 Ledger over the whole run: ${totals.accepted.toLocaleString('en')} 2xx, ${totals.applied.toLocaleString('en')} applied records matched, ${totals.other} non-2xx, ${appliedWatch.duplicates} duplicate records on the applied topic,
 ${foreign} records of event ids this run did not send, ${appliedWatch.unlabelled} without an event-id header. Inbox outcomes in the worker's database: ${JSON.stringify(inboxStatuses)}.
 Peak RSS over the run (VmRSS sampled every ${RSS_SAMPLE_MS} ms; VmHWM at the end): ingress ${fmt(peakIngress, 1)} MB (${fmt(hwm.ingress, 1)}), worker ${fmt(peakWorker, 1)} MB (${fmt(hwm.worker, 1)});
-each service's node process only (tsx's esbuild helper process is not counted). Exit codes after SIGTERM: ingress ${exitCodes.ingress}, worker ${exitCodes.worker}.
+each service's node process only. Exit codes after SIGTERM: ingress ${exitCodes.ingress}, worker ${exitCodes.worker}.
 `;
 
 const resultsFile = path.join(repoRoot, 'bench', 'results', 'e2e.md');

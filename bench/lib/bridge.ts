@@ -12,7 +12,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
 import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/postgres.ts';
-import { serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
+import { buildServices, serviceArgs, serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
@@ -59,7 +59,7 @@ export interface StartServiceOptions {
   /** Appended to the environment (the caller's environment first). */
   env: Record<string, string>;
   logFile: string;
-  /** Extra Node arguments after npm start's (`--import tsx` comes first, so a preload may be TypeScript). */
+  /** Extra Node arguments after npm start's (a preload must be JavaScript: infra/build.ts's buildBundles makes one). */
   extraNodeArgs?: string[];
   /** Open an IPC channel to the child (process.send in the service; a preload can use it). */
   ipc?: boolean;
@@ -70,8 +70,10 @@ export async function startService(spec: ServiceSpec, options: StartServiceOptio
   // Logs go to a file, not a pipe this busy process would drain late (a stalled pipe would stall the
   // service's log writes: a property of the bench, not of the service).
   const out = openSync(options.logFile, 'w');
-  // The command line of infra/services.ts's spawnService, which npm start's supervisor runs.
-  const args = [...spec.nodeArgs, '--import', 'tsx', ...(options.extraNodeArgs ?? []), path.join(repoRoot, spec.main)];
+  // The command line of infra/services.ts's spawnService, which npm start's supervisor runs: the
+  // service's bundle, built from the sources as they are now.
+  await buildServices();
+  const args = serviceArgs(spec, options.extraNodeArgs);
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env: { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) },

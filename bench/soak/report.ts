@@ -115,11 +115,11 @@ sustains 1,000 req/s with nothing lost and every 2xx applied 0.2 s after the las
 (requests start to queue there; see the notes below); \`--rate=\` or BENCH_SOAK_RATE sets another.
 
 How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the first due time (sample k covers the ${run.sampleMs / 1000} s before it):
-- **RSS**: each service's node process VmRSS (/proc/<pid>/status) at the sample (the worker's includes its relay thread; tsx's esbuild helper process is not counted).
+- **RSS**: each service's node process VmRSS (/proc/<pid>/status) at the sample (the worker's includes its relay thread).
   **Growth** compares the median of the first ${run.rss[0]?.n ?? 3} samples after the warm-up with the median of the last ${run.rss[0]?.n ?? 3} before the load stops (a median, so one GC
   cycle's high or low point does not decide it).
 - **Event-loop delay**: the services register no prom-client default metrics (their /metrics has no \`nodejs_eventloop_lag_*\`), so \`${run.probe}\` is preloaded into
-  each (\`--import\`, after tsx; Node runs it in worker threads too): \`perf_hooks.monitorEventLoopDelay\` at 10 ms resolution, as prom-client's default metrics
+  each (\`--import\`, as a bundle of its own; Node runs it in worker threads too): \`perf_hooks.monitorEventLoopDelay\` at 10 ms resolution, as prom-client's default metrics
   measure it, one histogram per thread, read and reset over an IPC channel at each sample. Figures are the delay beyond the 10 ms timer period (prom-client's
   \`nodejs_eventloop_lag_p99_seconds\` would read 10 ms more). Main threads of the ingress and the worker, and the worker's relay thread.
 - **Lag**: the worker's consumer group (\`bench-soak-applier-*\`) on the events topic, summed over partitions: high watermark minus committed offset

@@ -33,6 +33,7 @@ import { lagDrain, ledger, rssGrowth } from './criteria.ts';
 import { renderReport, type SoakRun } from './report.ts';
 import { Sampler, totalLag, type SamplePhase } from './sampler.ts';
 import { steadyLoad } from './steady-load.ts';
+import { buildBundles } from '../../infra/build.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -90,7 +91,8 @@ const otherRunsWholeRun = new OtherRunsWatch(() => ourPids);
 const otherRunsWindow = new OtherRunsWatch(() => ourPids);
 const loadBefore = os.loadavg();
 const runStarted = new Date();
-const probe = path.join(repoRoot, 'bench', 'soak', 'loop-probe.ts');
+// The probe is preloaded into each service's bundle, so it is a bundle too.
+const probe = (await buildBundles(['bench/soak/loop-probe.ts']))[0]!;
 
 const bridge: BenchBridge = await startBridge({
   name: 'soak',

@@ -11,6 +11,7 @@ import { Partitioners } from 'kafkajs';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
+import { buildBundles } from '../../infra/build.ts';
 import { serviceSpecs } from '../../infra/services.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
@@ -123,6 +124,13 @@ const nodeArgs = [
   ...(process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0),
 ];
 const events = dataset.events.length;
+// The worker child runs as the services do, from an esbuild bundle (infra/build.ts); BENCH_WORKER_FROM=source
+// runs it through tsx's loader instead.
+const WORKER_FROM = process.env.BENCH_WORKER_FROM === 'source' ? 'source' : 'bundle';
+const workerChildEntry =
+  WORKER_FROM === 'source'
+    ? ['--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')]
+    : await buildBundles(['bench/worker/worker-child.ts']);
 
 interface WorkerRound {
   consumedMs: number;
@@ -140,7 +148,7 @@ async function runWorker(round: number): Promise<WorkerRound> {
   const database = `bench_worker_${stamp}_${round}`;
   const url = await freshDatabase(postgres.adminUrl, database);
   log(`round ${round}: running the worker`);
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')], {
+  const child = spawn(process.execPath, [...nodeArgs, ...workerChildEntry], {
     cwd: repoRoot,
     env: {
       ...process.env,

@@ -49,6 +49,13 @@ type FromThread =
 
 const THREAD_KIND = 'outbox-relay';
 
+// Set by infra/build.ts in a bundle: the relay's own bundle, since a worker bundle as the thread's
+// entry would start a second worker in it. Running the sources, the thread's entry is this file.
+declare const RELAY_THREAD_ENTRY: string | undefined;
+function threadEntry(): URL {
+  return typeof RELAY_THREAD_ENTRY === 'string' ? new URL(RELAY_THREAD_ENTRY) : new URL(import.meta.url);
+}
+
 /**
  * The relay thread's own V8 heap. Without limits it inherits the worker's young generation and an
  * old generation that grows with its allocation rate (kafkajs allocates several buffers per
@@ -63,7 +70,7 @@ export async function startRelayThread(
   settings: RelayThreadSettings,
   deps: { logger: Logger; metrics: WorkerMetrics; onFatal: (error: unknown) => void },
 ): Promise<RelayHandle> {
-  const thread = new Worker(new URL(import.meta.url), { workerData: { kind: THREAD_KIND, settings }, resourceLimits: RELAY_THREAD_LIMITS });
+  const thread = new Worker(threadEntry(), { workerData: { kind: THREAD_KIND, settings }, resourceLimits: RELAY_THREAD_LIMITS });
   let started = false;
   let stopping = false;
   let dead = false;

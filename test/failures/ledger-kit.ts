@@ -10,6 +10,7 @@ import { repoRoot } from '../../infra/paths.ts';
 import { readTopic, type ReadRecord } from '../helpers/kafka.ts';
 import { freePort } from '../helpers/ports.ts';
 import type { Answer as HttpAnswer } from '../ingress/helpers.ts';
+import { bundlePath } from '../../infra/build.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -76,7 +77,7 @@ export class WorkerProcess {
     this.starts += 1;
     const limit = this.#options.logLimit ?? 30_000;
     this.#log = '';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'services/worker/main.ts'], {
+    const child = spawn(process.execPath, [bundlePath('services/worker/main.ts')], {
       cwd: repoRoot,
       env: { ...process.env, ...this.#options.env, ADMIN_PORT: String(adminPort) },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
+import { bundlePath } from '../../infra/build.ts';
 
 /** A service (services/<name>/main.ts) run as its own process, as npm start runs it. */
 export interface ServiceProcess {
@@ -19,7 +19,8 @@ export interface ServiceProcess {
 }
 
 export function startServiceProcess(main: string, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, main)], {
+  // From its bundle, as npm start runs it (test/global-setup.ts builds the bundles).
+  const child = spawn(process.execPath, [bundlePath(main)], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -8,11 +8,12 @@ import type { Kafka } from 'kafkajs';
 import { repoRoot } from '../../infra/paths.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
+import { bundlePath } from '../../infra/build.ts';
 
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
 
 function runMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'services/ingress/main.ts')], {
+  const child = spawn(process.execPath, [bundlePath('services/ingress/main.ts')], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

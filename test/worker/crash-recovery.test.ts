@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor } from './helpers.ts';
+import { bundlePath } from '../../infra/build.ts';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const children = new Set<ChildProcess>();
@@ -20,7 +21,7 @@ interface WorkerProcess {
 }
 
 function spawnWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/worker/main.ts'], {
+  const child = spawn(process.execPath, [bundlePath('services/worker/main.ts')], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

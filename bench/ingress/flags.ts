@@ -1,0 +1,117 @@
+// Node flag sets for the ingress, side by side: each set runs in several fresh ingress processes,
+// the sets alternating (A B A B ...), so every set sees the same minutes of this noisy machine and
+// the process-to-process spread of the peak RSS shows up instead of one lucky or unlucky process.
+//   BENCH_FLAG_SETS='from=source --max-semi-space-size=8|--max-semi-space-size=8' \
+//     BENCH_PROCESSES=3 npx tsx bench/ingress/flags.ts
+// Per process: warm-up, BENCH_ROUNDS closed-loop rounds at full rate (100 connections), then its
+// own VmHWM. Writes bench/results/ingress-flags.md.
+import { writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import path from 'node:path';
+import { brokerReady, KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { repoRoot } from '../../infra/paths.ts';
+import { buildBundles } from '../../infra/build.ts';
+import { serviceSpecs } from '../../infra/services.ts';
+import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { CONNECTIONS, DURATION_MS, devEnv, measureRound, startServer, WARMUP_MS, warmUp } from './load.ts';
+
+// The ingress runs from its bundle (infra/build.ts) as npm start runs it; a set that starts with
+// `from=source` runs services/ingress/main.ts through tsx's loader instead.
+const FLAG_SETS = (process.env.BENCH_FLAG_SETS ?? serviceSpecs.ingress.nodeArgs.join(' '))
+  .split('|')
+  .map((set) => set.split(' ').filter(Boolean));
+const [ingressBundle] = (await buildBundles([serviceSpecs.ingress.main])) as [string];
+const mainOf = (flags: string[]) => (flags.includes('from=source') ? serviceSpecs.ingress.main : ingressBundle);
+const nodeFlagsOf = (flags: string[]) => flags.filter((f) => f !== 'from=source');
+const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
+
+if (!(await brokerReady(brokers))) {
+  console.error(`no Kafka broker answers at ${brokers.join(',')} (npm run kafka:start, or set KAFKA_BROKERS)`);
+  process.exit(1);
+}
+const stamp = `bench-ingress-flags-${Date.now().toString(36)}`;
+const settings: TopicSettings = {
+  events: `${stamp}.events`,
+  applied: `${stamp}.applied`,
+  eventsPartitions: 12,
+  retryLevels: 0,
+  replicationFactor: 1,
+  minInsyncReplicas: 1,
+};
+const kafka = createKafka({ brokers, clientId: 'bench-ingress-flags', logger: createLogger({ name: 'bench', level: 'error' }) });
+const admin = kafka.admin();
+await admin.connect();
+await ensureTopics(admin, topicSpecs(settings), 1);
+const ingressEnv = {
+  ...devEnv,
+  KAFKA_BROKERS: brokers.join(','),
+  TOPIC_EVENTS: settings.events,
+  WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json',
+  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+};
+
+interface Run {
+  set: number;
+  rps: number[];
+  cpuMsPerRequest: number[];
+  warmupHwmMb: number;
+  hwmMb: number;
+}
+const runs: Run[] = [];
+const loadBefore = loadavg();
+const startedAt = new Date();
+for (let process_ = 0; process_ < PROCESSES; process_ += 1) {
+  for (const [set, flags] of FLAG_SETS.entries()) {
+    const name = `set ${set + 1} process ${process_ + 1} (${flags.join(' ') || 'no flags'})`;
+    const server = await startServer(mainOf(flags), ingressEnv, nodeFlagsOf(flags), true);
+    await warmUp(name, server);
+    const warmupHwmMb = server.peakRssMb();
+    const rounds = [];
+    for (let round = 1; round <= ROUNDS; round += 1) rounds.push(await measureRound(`${name} round ${round}`, server));
+    runs.push({
+      set,
+      rps: rounds.map((r) => r.peak.rps),
+      cpuMsPerRequest: rounds.map((r) => r.cpuMsPerRequest),
+      warmupHwmMb,
+      hwmMb: server.peakRssMb(),
+    });
+    await server.stop();
+  }
+}
+await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
+await admin.disconnect();
+const loadAfter = loadavg();
+
+const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)]!;
+const fmt = (n: number, d = 0) => n.toFixed(d);
+const report = `# Ingress node flags, side by side
+
+Run with \`npx tsx bench/ingress/flags.ts\` (bench/ingress/flags.ts) on ${startedAt.toISOString()}.
+
+Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM; Node ${process.version};
+Apache Kafka ${KAFKA_VERSION} (single local broker, the same machine). Load average (1 min) before / after: ${fmt(loadBefore[0]!, 2)} / ${fmt(loadAfter[0]!, 2)}.
+Each process: ${WARMUP_MS / 1000} s warm-up, then ${ROUNDS} rounds of ${DURATION_MS / 1000} s closed loop with ${CONNECTIONS} connections
+(1 KiB signed theme events, acks=all, LOG_LEVEL=${ingressEnv.LOG_LEVEL}); the sets alternate process by process.
+
+| set | node flags | process | req/s per round | CPU ms/request per round | VmHWM after warm-up | VmHWM at the end |
+|---|---|---:|---|---|---:|---:|
+${runs
+  .map(
+    (r, i) =>
+      `| ${r.set + 1} | \`${FLAG_SETS[r.set]!.join(' ') || '(none)'}\` | ${Math.floor(i / FLAG_SETS.length) + 1} | ${r.rps.map((x) => fmt(x)).join(' / ')} | ${r.cpuMsPerRequest.map((x) => fmt(x, 3)).join(' / ')} | ${fmt(r.warmupHwmMb, 1)} MB | ${fmt(r.hwmMb, 1)} MB |`,
+  )
+  .join('\n')}
+
+| set | node flags | median req/s (all rounds) | median CPU ms/request | peak RSS, median / max of the processes |
+|---|---|---:|---:|---:|
+${FLAG_SETS.map((flags, set) => {
+  const mine = runs.filter((r) => r.set === set);
+  return `| ${set + 1} | \`${flags.join(' ') || '(none)'}\` | ${fmt(median(mine.flatMap((r) => r.rps)))} | ${fmt(median(mine.flatMap((r) => r.cpuMsPerRequest)), 3)} | ${fmt(median(mine.map((r) => r.hwmMb)), 1)} / ${fmt(Math.max(...mine.map((r) => r.hwmMb)), 1)} MB |`;
+}).join('\n')}
+`;
+writeFileSync(path.join(repoRoot, 'bench', 'results', 'ingress-flags.md'), report);
+console.log(report);
