@@ -9,6 +9,8 @@
 // its source file's URL, so files found relative to a module (migrations, JSON schemas, the
 // console's pages) are read from the repository as they are when running the sources.
 // Building takes a few tens of milliseconds, so it runs on every start and is never stale.
+// `npm run build` (infra/build-services.ts) writes the services' bundles for running them by hand (docs/operations.md); a
+// bundle names the repository's files by absolute path, so it runs where it was built.
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -33,7 +35,7 @@ const sourceUrls: Plugin = {
 
 /** The bundle's path for a source entry point (relative to the repository). */
 export function bundlePath(entry: string): string {
-  return path.join(buildDir, `${entry.replace(/\.ts$/, '').replaceAll('/', '__')}.mjs`);
+  return path.join(buildDir, entry.replace(/\.ts$/, '.mjs'));
 }
 
 /**
@@ -43,7 +45,6 @@ export function bundlePath(entry: string): string {
  */
 export async function buildBundles(entries: string[]): Promise<string[]> {
   const all = [...new Set([...entries, RELAY_THREAD_SOURCE])];
-  await mkdir(buildDir, { recursive: true });
   await Promise.all(
     all.map(async (entry) => {
       const result = await build({
@@ -63,6 +64,7 @@ export async function buildBundles(entries: string[]): Promise<string[]> {
       // Written aside and renamed into place: a process starting from the bundle while another
       // build runs (tests start services while `npm start` builds) reads a whole file, old or new.
       for (const file of result.outputFiles) {
+        await mkdir(path.dirname(file.path), { recursive: true });
         const aside = `${file.path}.${process.pid}.${Math.random().toString(36).slice(2)}`;
         await writeFile(aside, file.contents);
         await rename(aside, file.path);

@@ -49,9 +49,9 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   },
 };
 
-/** Builds every service's bundle (infra/build.ts); run it before spawnService. */
-export async function buildServices(): Promise<void> {
-  await buildBundles(Object.values(serviceSpecs).map((spec) => spec.main));
+/** Builds every service's bundle (infra/build.ts) and returns their paths; run it before spawnService. */
+export async function buildServices(): Promise<string[]> {
+  return buildBundles(Object.values(serviceSpecs).map((spec) => spec.main));
 }
 
 /** The node arguments that run a service from its bundle: its flags, any preloads, the bundle. */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { EventEnvelope } from './envelope.ts';
 
@@ -15,7 +15,5 @@ export const DELIVERY_ONLY_FIELDS: readonly string[] = ['delivery_attempt'];
 export function eventFingerprint(envelope: EventEnvelope): string {
   const content: Record<string, unknown> = { ...envelope };
   for (const field of DELIVERY_ONLY_FIELDS) delete content[field];
-  return createHash('sha256')
-    .update(canonicalize(content) ?? '', 'utf8')
-    .digest('hex');
+  return hash('sha256', canonicalize(content) ?? '', 'hex');
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { z } from 'zod';
 import { checkEventVersion, eventAction, eventEnvelopeSchema } from './envelope.ts';
 import type { EventEnvelope } from './envelope.ts';
@@ -40,7 +40,8 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}): ParseEventResult {
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
-  const bodySha256 = createHash('sha256').update(rawBytes).digest('hex');
+  // crypto.hash: one call, no Hash object per request (createHash().update().digest() built one).
+  const bodySha256 = hash('sha256', rawBytes, 'hex');
 
   let text: string;
   try {
