@@ -72,8 +72,12 @@ export async function startService(spec: ServiceSpec, options: StartServiceOptio
   const out = openSync(options.logFile, 'w');
   // The command line of infra/services.ts's spawnService, which npm start's supervisor runs: the
   // service's bundle, built from the sources as they are now.
+  // BENCH_SERVICES_FROM=source runs the TypeScript sources through tsx instead, for comparisons.
   await buildServices();
-  const args = serviceArgs(spec, options.extraNodeArgs);
+  const args =
+    process.env.BENCH_SERVICES_FROM === 'source'
+      ? [...spec.nodeArgs, '--import', 'tsx', ...(options.extraNodeArgs ?? []), path.join(repoRoot, spec.main)]
+      : serviceArgs(spec, options.extraNodeArgs);
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env: { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) },
