@@ -21,9 +21,9 @@ export interface ServiceSpec {
 }
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
-  // A bounded young generation keeps the ingress's RSS within 150 MB at full load: 8 MB semi-spaces
-  // peaked at 143.6 MB in bench:ingress, 18 MB at 193.6 MB, for b/a 0.39 against 0.42 (noisy
-  // machine; bench/results/footprint.md).
+  // A bounded young generation keeps the ingress's RSS within 150 MB at full load: from its bundle,
+  // 8 MB semi-spaces peaked at 128-142 MB in ten bench:ingress / bench/ingress/flags.ts processes
+  // (bench/results/footprint.md).
   ingress: {
     kind: 'ingress',
     main: 'services/ingress/main.ts',
