@@ -8,14 +8,12 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
-import { brokerReady, KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { buildBundles } from '../../infra/build.ts';
 import { serviceSpecs } from '../../infra/services.ts';
-import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
-import { CONNECTIONS, DURATION_MS, devEnv, measureRound, startServer, WARMUP_MS, warmUp } from './load.ts';
+import { parseBrokers } from '#plumbing/kafka/client.ts';
+import { benchTopic, CONNECTIONS, DURATION_MS, measureRound, startServer, WARMUP_MS, warmUp } from './load.ts';
 
 // The ingress runs from its bundle (infra/build.ts) as npm start runs it; a set that starts with
 // `from=source` runs services/ingress/main.ts through tsx's loader instead.
@@ -29,30 +27,7 @@ const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
 
-if (!(await brokerReady(brokers))) {
-  console.error(`no Kafka broker answers at ${brokers.join(',')} (npm run kafka:start, or set KAFKA_BROKERS)`);
-  process.exit(1);
-}
-const stamp = `bench-ingress-flags-${Date.now().toString(36)}`;
-const settings: TopicSettings = {
-  events: `${stamp}.events`,
-  applied: `${stamp}.applied`,
-  eventsPartitions: 12,
-  retryLevels: 0,
-  replicationFactor: 1,
-  minInsyncReplicas: 1,
-};
-const kafka = createKafka({ brokers, clientId: 'bench-ingress-flags', logger: createLogger({ name: 'bench', level: 'error' }) });
-const admin = kafka.admin();
-await admin.connect();
-await ensureTopics(admin, topicSpecs(settings), 1);
-const ingressEnv = {
-  ...devEnv,
-  KAFKA_BROKERS: brokers.join(','),
-  TOPIC_EVENTS: settings.events,
-  WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json',
-  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-};
+const { ingressEnv, remove } = await benchTopic('bench-ingress-flags', brokers);
 
 interface Run {
   set: number;
@@ -82,8 +57,7 @@ for (let process_ = 0; process_ < PROCESSES; process_ += 1) {
     await server.stop();
   }
 }
-await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
-await admin.disconnect();
+await remove();
 const loadAfter = loadavg();
 
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)]!;

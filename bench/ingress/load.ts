@@ -8,7 +8,12 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
+import { brokerReady } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
+import { createKafka } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
+import { freePort } from '../lib/bridge.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 
@@ -137,16 +142,6 @@ export interface Server {
   stop: () => Promise<void>;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.once('error', reject);
-  });
-}
-
 let spawned = 0;
 
 /** Starts `file` (a bundle, or a .ts file run through tsx; relative to the repository or absolute). */
@@ -242,4 +237,40 @@ export async function measureRound(name: string, server: Server): Promise<Omit<M
 export async function measure(name: string, server: Server): Promise<Measured> {
   const warmupOk = await warmUp(name, server);
   return { ...(await measureRound(name, server)), warmupOk };
+}
+
+/**
+ * A fresh 12-partition events topic (named after `name` and the time) and the ingress's environment
+ * to publish to it; exits when no broker answers. `remove` deletes the topics and disconnects.
+ */
+export async function benchTopic(name: string, brokers: string[]) {
+  if (!(await brokerReady(brokers))) {
+    console.error(`no Kafka broker answers at ${brokers.join(',')} (npm run kafka:start, or set KAFKA_BROKERS)`);
+    process.exit(1);
+  }
+  const stamp = `${name}-${Date.now().toString(36)}`;
+  const settings: TopicSettings = {
+    events: `${stamp}.events`,
+    applied: `${stamp}.applied`,
+    eventsPartitions: 12,
+    retryLevels: 0,
+    replicationFactor: 1,
+    minInsyncReplicas: 1,
+  };
+  const kafka = createKafka({ brokers, clientId: name, logger: createLogger({ name: 'bench', level: 'error' }) });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, topicSpecs(settings), 1);
+  const ingressEnv = {
+    ...devEnv,
+    KAFKA_BROKERS: brokers.join(','),
+    TOPIC_EVENTS: settings.events,
+    WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+  };
+  const remove = async () => {
+    await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
+    await admin.disconnect();
+  };
+  return { admin, settings, ingressEnv, remove };
 }

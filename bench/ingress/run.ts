@@ -6,18 +6,16 @@
 import { writeFileSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
-import { brokerReady, KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { buildBundles } from '../../infra/build.ts';
 import { serviceSpecs } from '../../infra/services.ts';
-import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
+import { parseBrokers } from '#plumbing/kafka/client.ts';
 import {
   BODY_BYTES,
   CONNECTIONS,
   DURATION_MS,
-  devEnv,
+  benchTopic,
   fixedRate,
   measure,
   measureRound,
@@ -42,32 +40,8 @@ function medianBy<T>(rounds: T[], by: (r: T) => number): T {
   return [...rounds].sort((x, y) => by(x) - by(y))[Math.floor((rounds.length - 1) / 2)]!;
 }
 
-if (!(await brokerReady(brokers))) {
-  console.error(`no Kafka broker answers at ${brokers.join(',')} (npm run kafka:start, or set KAFKA_BROKERS)`);
-  process.exit(1);
-}
-const stamp = `bench-ingress-${Date.now().toString(36)}`;
-const settings: TopicSettings = {
-  events: `${stamp}.events`,
-  applied: `${stamp}.applied`,
-  eventsPartitions: 12,
-  retryLevels: 0,
-  replicationFactor: 1,
-  minInsyncReplicas: 1,
-};
-const kafka = createKafka({ brokers, clientId: 'bench-ingress', logger: createLogger({ name: 'bench', level: 'error' }) });
-const admin = kafka.admin();
-await admin.connect();
-await ensureTopics(admin, topicSpecs(settings), 1);
-
+const { admin, settings, ingressEnv, remove } = await benchTopic('bench-ingress', brokers);
 const loadBefore = loadavg();
-const ingressEnv = {
-  ...devEnv,
-  KAFKA_BROKERS: brokers.join(','),
-  TOPIC_EVENTS: settings.events,
-  WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json',
-  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-};
 // Both from esbuild bundles, as npm start runs the ingress (infra/build.ts).
 const [bareBundle, ingressBundle] = (await buildBundles(['bench/ingress/bare-server.ts', serviceSpecs.ingress.main])) as [string, string];
 const bare = await startServer(bareBundle, {}, NODE_FLAGS);
@@ -104,8 +78,7 @@ await plainIngress.stop();
 
 const offsets = await admin.fetchTopicOffsets(settings.events);
 const records = offsets.reduce((sum, p) => sum + Number(p.high), 0);
-await admin.deleteTopics({ topics: Object.values(topicNames(settings)).flat() }).catch(() => {});
-await admin.disconnect();
+await remove();
 
 const loadAfter = loadavg();
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');

@@ -14,7 +14,7 @@ import { createCrashPoints, type CrashPoints } from './crash-points.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
 import { ApplyCoalescer } from './apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
-import { createRelayPool, OutboxRelay, relayParts } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS } from './outbox-relay.ts';
 import { startRelayThread, type RelayHandle } from './relay-thread.ts';
 
 // The worker's composition root: every client and part built from the config once, nothing
@@ -134,6 +134,7 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
         batchBytes: config.relayBatchBytes,
         pollMs: config.relayPollMs,
         sendTimeoutMs: config.relaySendTimeoutMs,
+        stopDrainMs: config.relayStopDrainMs ?? STOP_DRAIN_MS,
         transactionalId: relayTransactionalId(config),
         ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
         crashAfter: config.crashAfter,
@@ -164,6 +165,7 @@ export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFat
     batchBytes: config.relayBatchBytes,
     pollMs: config.relayPollMs,
     sendTimeoutMs: config.relaySendTimeoutMs,
+    stopDrainMs: config.relayStopDrainMs ?? STOP_DRAIN_MS,
     logger: relayLogger,
     onPublished: (count) => metrics.relayPublished.inc(count),
     tracing: parts.tracing,

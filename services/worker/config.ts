@@ -6,6 +6,7 @@ import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
+import { STOP_DRAIN_MS } from './outbox-relay.ts';
 import { RELAY_BATCH_BYTES } from './outbox-relay.ts';
 
 export const workerEnvSchema = z.object({
@@ -33,10 +34,14 @@ export const workerEnvSchema = z.object({
   RELAY_BATCH_BYTES: positiveIntSchema.default(RELAY_BATCH_BYTES),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  // How long a stopping worker's relay goes on publishing what was applied before the stop (0: not
+  // at all; the next leader publishes it). Keep it, plus RELAY_SEND_TIMEOUT_MS, inside the
+  // orchestrator's grace period (Kubernetes' terminationGracePeriodSeconds, 30 s by default).
+  RELAY_STOP_DRAIN_MS: z.coerce.number().int().min(0).default(STOP_DRAIN_MS),
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
   RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
   // inline (default): the outbox relay runs on the worker's event loop; thread: in its own thread,
-  // which costs ~65-90 MB of RSS (a second isolate) and some CPU per event (bench/results/footprint.md).
+  // which costs ~70 MB of RSS (a second isolate) and was no faster side by side (bench/results/footprint.md).
   WORKER_RELAY: z.enum(['thread', 'inline']).default('inline'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
@@ -73,6 +78,8 @@ export interface WorkerConfig {
   relayBatchBytes: number;
   relayPollMs: number;
   relaySendTimeoutMs: number;
+  /** How long the relay's stop goes on publishing (STOP_DRAIN_MS by default; 0: not at all). */
+  relayStopDrainMs?: number;
   /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
   relayTransactionalId?: string;
   /** Where the outbox relay runs (see relay-thread.ts); default 'thread'. */
@@ -121,6 +128,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     relayBatchBytes: env.RELAY_BATCH_BYTES,
     relayPollMs: env.RELAY_POLL_MS,
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
+    relayStopDrainMs: env.RELAY_STOP_DRAIN_MS,
     ...(env.RELAY_TRANSACTIONAL_ID === undefined ? {} : { relayTransactionalId: env.RELAY_TRANSACTIONAL_ID }),
     relayMode: env.WORKER_RELAY,
     ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),

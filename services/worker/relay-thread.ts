@@ -11,7 +11,7 @@ import { startTracing, tracingSettingsFromEnv } from '#plumbing/observability/tr
 import type { CrashPoint } from './crash-points.ts';
 import { createCrashPoints } from './crash-points.ts';
 import type { WorkerMetrics } from './metrics.ts';
-import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts } from './outbox-relay.ts';
 
 /** What the worker needs from a relay, wherever it runs. */
 export interface RelayHandle {
@@ -35,6 +35,8 @@ export interface RelayThreadSettings {
   batchBytes: number;
   pollMs: number;
   sendTimeoutMs: number;
+  /** How long the thread's stop goes on publishing what was applied (OutboxRelay's stopDrainMs). */
+  stopDrainMs: number;
   transactionalId: string;
   crashAt?: CrashPoint;
   crashAfter: number;
@@ -114,10 +116,10 @@ export async function startRelayThread(
       if (stopping) return exited;
       stopping = true;
       post({ type: 'stop' });
-      // The thread publishes what was applied (STOP_DRAIN_MS), finishes its send (bounded by the
+      // The thread publishes what was applied (stopDrainMs), finishes its send (bounded by the
       // send timeout) and exits; never wait forever.
       let timer: NodeJS.Timeout | undefined;
-      const boundMs = STOP_DRAIN_MS + settings.sendTimeoutMs + 5_000;
+      const boundMs = settings.stopDrainMs + settings.sendTimeoutMs + 5_000;
       await Promise.race([exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, boundMs)))]);
       clearTimeout(timer);
       await thread.terminate();
@@ -188,6 +190,7 @@ async function runThread(settings: RelayThreadSettings): Promise<void> {
     batchBytes: settings.batchBytes,
     pollMs: settings.pollMs,
     sendTimeoutMs: settings.sendTimeoutMs,
+    stopDrainMs: settings.stopDrainMs,
     logger,
     onPublished: (count) => send({ type: 'published', count }),
     crashPoints: createCrashPoints(settings.crashAt, settings.crashAfter),

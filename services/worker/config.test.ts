@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '#plumbing/config/env.ts';
+import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
+import { STOP_DRAIN_MS } from './outbox-relay.ts';
+
+const required = { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db' };
+const configOf = (env: Record<string, string>) => workerConfigFromEnv(parseConfig(workerEnvSchema, { ...required, ...env }));
+
+describe('RELAY_STOP_DRAIN_MS', () => {
+  it('bounds how long a stopping relay publishes: STOP_DRAIN_MS by default, any number of ms, 0 for not at all', () => {
+    expect(configOf({}).relayStopDrainMs).toBe(STOP_DRAIN_MS);
+    expect(configOf({ RELAY_STOP_DRAIN_MS: '20000' }).relayStopDrainMs).toBe(20_000);
+    expect(configOf({ RELAY_STOP_DRAIN_MS: '0' }).relayStopDrainMs).toBe(0);
+  });
+
+  it('refuses what is not a whole number of milliseconds, naming the variable', () => {
+    expect(() => configOf({ RELAY_STOP_DRAIN_MS: '-1' })).toThrow(/RELAY_STOP_DRAIN_MS/);
+    expect(() => configOf({ RELAY_STOP_DRAIN_MS: '1.5' })).toThrow(/RELAY_STOP_DRAIN_MS/);
+  });
+});
