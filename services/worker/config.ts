@@ -6,8 +6,7 @@ import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
-import { STOP_DRAIN_MS } from './outbox-relay.ts';
-import { RELAY_BATCH_BYTES } from './outbox-relay.ts';
+import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './outbox-relay.ts';
 
 export const workerEnvSchema = z.object({
   ...kafkaEnv.shape,
@@ -82,7 +81,7 @@ export interface WorkerConfig {
   relayStopDrainMs?: number;
   /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
   relayTransactionalId?: string;
-  /** Where the outbox relay runs (see relay-thread.ts); default 'thread'. */
+  /** Where the outbox relay runs (see relay-thread.ts); default 'inline'. */
   relayMode?: 'thread' | 'inline';
   crashAt?: CrashPoint;
   crashAfter: number;
