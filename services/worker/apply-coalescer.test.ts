@@ -115,4 +115,65 @@ describe('ApplyCoalescer', () => {
     await expect(coalescer.apply([record('p1a')])).resolves.toHaveLength(1);
     await expect(coalescer.apply([record('p2a')])).resolves.toHaveLength(1);
   });
+
+  describe('with maxInFlight', () => {
+    // Each transaction waits until the test releases it, so the order of starts is observable.
+    function gated(maxInFlight: number) {
+      const transactions: string[][] = [];
+      const gates: Array<() => void> = [];
+      let running = 0;
+      let peak = 0;
+      const coalescer = new ApplyCoalescer({
+        maxRecords: 100,
+        maxInFlight,
+        applyBatch: async (records) => {
+          transactions.push(labels(records));
+          running += 1;
+          peak = Math.max(peak, running);
+          await new Promise<void>((resolve) => gates.push(resolve));
+          running -= 1;
+          return records.map((r) => ({ record: r, outcome: 'applied' }) as ApplyResult);
+        },
+      });
+      return { coalescer, transactions, peak: () => peak, releaseOldest: () => gates.shift()!() };
+    }
+
+    it('starts a second transaction at once while the first runs, and queues what comes beyond the bound', async () => {
+      const g = gated(2);
+      const first = g.coalescer.apply([record('p1a')]);
+      await flush();
+      const second = g.coalescer.apply([record('p2a')]);
+      await flush();
+      expect(g.transactions).toEqual([['p1a'], ['p2a']]);
+      const queued = [g.coalescer.apply([record('p3a')]), g.coalescer.apply([record('p4a')])];
+      await flush();
+      expect(g.transactions).toHaveLength(2);
+      g.releaseOldest();
+      await first;
+      await flush();
+      // The chunks that waited go together in the transaction that took the freed place.
+      expect(g.transactions).toEqual([['p1a'], ['p2a'], ['p3a', 'p4a']]);
+      g.releaseOldest();
+      g.releaseOldest();
+      await Promise.all([second, ...queued]);
+      expect(g.peak()).toBe(2);
+    });
+
+    it('never runs more transactions than the bound, however many chunks arrive', async () => {
+      const g = gated(3);
+      const pending: Array<Promise<ApplyResult[]>> = [];
+      for (let turn = 0; turn < 10; turn += 1) {
+        pending.push(g.coalescer.apply([record(`p${turn % 10}${turn}`)]));
+        await flush();
+        if (turn % 2 === 1) g.releaseOldest();
+      }
+      while (g.transactions.length > 0 && pending.length > 0) {
+        const settled = await Promise.race([Promise.all(pending).then(() => true), flush().then(() => false)]);
+        if (settled) break;
+        g.releaseOldest();
+      }
+      expect(g.peak()).toBe(3);
+      expect(g.transactions.flat().sort()).toEqual(Array.from({ length: 10 }, (_, i) => `p${i}${i}`).sort());
+    });
+  });
 });

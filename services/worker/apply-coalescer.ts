@@ -5,6 +5,8 @@ export interface ApplyCoalescerOptions {
   applyBatch: (records: readonly SourceRecord[]) => Promise<ApplyResult[]>;
   /** At most this many records in one merged transaction; a larger part still goes alone. */
   maxRecords: number;
+  /** At most this many transactions at once (default 1). */
+  maxInFlight?: number;
   /** After each committed transaction: its records and how long it took. */
   onTransaction?: (records: number, seconds: number) => void;
 }
@@ -19,11 +21,12 @@ interface Part {
  * Group commit for the apply path. kafkajs hands the partitions of one fetch to concurrent
  * eachBatch calls and fetches again only when all of them have finished, so a fetch that brings
  * one record for each of eight partitions used to cost eight transactions in a row (and eight
- * relay passes after them). Here the chunks that are waiting share one transaction: when nothing
- * is in flight a chunk starts at once (after the current turn of the event loop, so that the
- * other partitions of the same fetch join it); while a transaction runs, the chunks arriving
- * queue up and all go together in the next one. Idle, a lone event waits for nobody; under load,
- * transactions grow by themselves.
+ * relay passes after them). Here the chunks that are waiting share one transaction: while fewer
+ * than maxInFlight transactions run, a chunk starts one at once (after the current turn of the
+ * event loop, so that the other partitions of the same fetch join it); while all places are taken,
+ * the chunks arriving queue up and all go together in the next one. Idle, a lone event waits for
+ * nobody; under load, transactions grow by themselves. More than one in flight lets node prepare
+ * a chunk while Postgres runs another, instead of the two taking turns.
  *
  * A merged transaction that fails is retried part by part, so one partition's bad record sends
  * only its own chunk down the one-record-at-a-time path (the batch handler's fallback).
@@ -32,27 +35,37 @@ interface Part {
  */
 export class ApplyCoalescer {
   readonly #o: ApplyCoalescerOptions;
+  readonly #maxInFlight: number;
   #queue: Part[] = [];
-  #draining = false;
+  #inFlight = 0;
+  #scheduled = false;
 
   constructor(options: ApplyCoalescerOptions) {
     this.#o = options;
+    this.#maxInFlight = Math.max(1, options.maxInFlight ?? 1);
   }
 
   apply(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ records, resolve, reject });
-      if (this.#draining) return;
-      this.#draining = true;
-      setImmediate(() => void this.#drain());
+      if (this.#scheduled || this.#inFlight >= this.#maxInFlight) return;
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.#startWhatFits();
+      });
     });
   }
 
-  async #drain(): Promise<void> {
-    try {
-      while (this.#queue.length > 0) await this.#run(this.#take());
-    } finally {
-      this.#draining = false;
+  /** Starts transactions for the queued parts while fewer than maxInFlight run. */
+  #startWhatFits(): void {
+    while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
+      const parts = this.#take();
+      this.#inFlight += 1;
+      void this.#run(parts).finally(() => {
+        this.#inFlight -= 1;
+        this.#startWhatFits();
+      });
     }
   }
 

@@ -9,7 +9,7 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
-import type { WorkerConfig } from './config.ts';
+import { DEFAULT_APPLY_TRANSACTIONS, type WorkerConfig } from './config.ts';
 import { createCrashPoints, type CrashPoints } from './crash-points.ts';
 import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
 import { ApplyCoalescer } from './apply-coalescer.ts';
@@ -101,6 +101,7 @@ export function composeWorker(config: WorkerConfig, deps: WorkerDeps = {}): Work
     coalescer: new ApplyCoalescer({
       applyBatch: (records) => applier.applyBatch(records),
       maxRecords: config.batchSize,
+      maxInFlight: config.applyTransactions ?? DEFAULT_APPLY_TRANSACTIONS,
       onTransaction: (records, seconds) => {
         metrics.transactionEvents.observe(records);
         metrics.batchDuration.observe(seconds);
