@@ -1,7 +1,10 @@
 // Postgres CPU per event of the apply path and of the outbox relay, read from the backend's own
 // /proc entry (user + system time), so the figure does not depend on what else the machine is
 // doing. One connection, the benchmark's dataset, chunks of the worker's batch size.
-// Usage: npx tsx bench/worker/pg-cpu.ts [resources=5000] [chunkSize=1000]
+// Usage: npx tsx bench/worker/pg-cpu.ts [resources=5000] [chunkSize=1000] [singlesFirst=0]
+// singlesFirst: apply that many events one per transaction before the clock starts, so the apply
+// path's prepared statements have settled on their plans for one-event chunks (as a worker idling
+// at a few events a second would) when the measured chunks come.
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
@@ -13,6 +16,7 @@ import { relayPassForBenchmark } from './relay-pass.ts';
 
 const resources = Number(process.argv[2] ?? 5000);
 const chunkSize = Number(process.argv[3] ?? 1000);
+const singlesFirst = Number(process.argv[4] ?? 0);
 const postgres = await resolvePostgres((line) => console.error(line));
 const name = `bench_pgcpu_${Date.now().toString(36)}`;
 const admin = new pg.Client({ connectionString: postgres.adminUrl });
@@ -40,6 +44,7 @@ try {
     headers: { [EVENT_HEADERS.receivedAt]: String(Date.now()) },
   }));
   const applier = new SnapshotApplier({ pool });
+  for (const record of records.splice(0, singlesFirst)) await applier.applyBatch([record]);
   const applyCpu0 = backendCpuSeconds(pid);
   const nodeCpu0 = process.cpuUsage();
   const applyStart = performance.now();
