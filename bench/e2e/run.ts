@@ -25,7 +25,7 @@ import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
-import { machineCpu, OtherRunsWatch } from '../lib/machine.ts';
+import { cpuCalibrationMs, machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
 import { BODY_BYTES, eventFactory, openLoop, wallNow, type PhaseResult } from './load.ts';
@@ -74,6 +74,7 @@ const ourPids = ancestorPids();
 const otherRunsWholeRun = new OtherRunsWatch(() => ourPids);
 const otherRunsPhase = new OtherRunsWatch(() => ourPids);
 const loadBefore = os.loadavg();
+const calibrationBefore = cpuCalibrationMs();
 const runStarted = new Date();
 const clockCheckStart = { wall: Date.now(), mono: wallNow() };
 
@@ -390,6 +391,7 @@ const foreign = [...appliedWatch.seen.keys()].filter((id) => !ourIds.has(id)).le
 const peakIngress = rssPeaks.ingress!.peakMb;
 const peakWorker = rssPeaks.worker!.peakMb;
 const loadAfter = os.loadavg();
+const calibrationAfter = cpuCalibrationMs();
 const driftMs = clockCheckEnd.mono - clockCheckStart.mono - (clockCheckEnd.wall - clockCheckStart.wall);
 
 const nodeModules = path.join(repoRoot, 'node_modules');
@@ -452,6 +454,7 @@ Command: \`npm run bench:e2e\` (bench/e2e/run.ts${process.argv.length > 2 ? ` ${
 Machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}.
 Versions: Node ${process.version}, kafkajs ${versionOf('kafkajs')}, pg ${versionOf('pg')}, PostgreSQL ${pgVersion} (${postgres.origin}, ${postgres.adminUrl.replace(/\/\/([^:@/]*)(:[^@/]*)?@/, '//$1@')}),
 Apache Kafka ${KAFKA_VERSION} (single local broker at ${brokers.join(',')}). Broker, Postgres, both services and the load generator share the machine.
+CPU calibration (\`cpuCalibrationMs\`, bench/lib/machine.ts: a fixed piece of the bridge's own work on one core, lower is faster; first measured 2026-12-02): before ${calibrationBefore} ms, after ${calibrationAfter} ms.
 Load average (1 / 5 / 15 min) before: ${loadBefore.map((l) => l.toFixed(2)).join(' / ')}; after: ${loadAfter.map((l) => l.toFixed(2)).join(' / ')}. Other test, typecheck, lint or benchmark
 processes seen on the machine during the run (command lines sampled every second): ${otherRunsSeen.length ? `**${otherRunsSeen.join(', ')}**: the figures are not those of a quiet machine` : 'none'}; each phase below also gives the CPU share of processes other than the bench's.
 

@@ -20,6 +20,7 @@ import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
+import { cpuCalibrationMs } from '../lib/machine.ts';
 import { buildDataset } from './dataset.ts';
 import { copyCeilingReport, planCopyCeiling, runCopyCeiling, type CopyCeilingRound } from './copy-ceiling.ts';
 
@@ -71,6 +72,7 @@ async function tableCounts(url: string) {
 }
 
 const loadBefore = os.loadavg();
+const calibrationBefore = cpuCalibrationMs();
 const postgres = await resolvePostgres(log);
 const kafka = createKafka({ brokers, clientId: 'bench-worker', logger });
 const stamp = Date.now().toString(36);
@@ -279,6 +281,7 @@ const workerCpu = workerRun.cpu;
 const ceilingCpu = ceilingRun.cpu;
 const workerCounts = workerRun.counts;
 const ceilingCounts = ceilingRun.counts;
+const calibrationAfter = cpuCalibrationMs();
 const ratio = median(
   rounds.map((r) => r.worker.rate / r.ceiling.rate),
   (x) => x,
@@ -315,6 +318,7 @@ Command: \`npm run bench:worker\` (bench/worker/run.ts). Run: ${new Date().toISO
 Machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.type()} ${os.release()}.
 Versions: Node ${process.version}, kafkajs ${pkg.dependencies['kafkajs']}, pg ${pkg.dependencies['pg']}, PostgreSQL ${pgVersion} (${postgres.origin}),
 Apache Kafka ${kafkaVersion} (single local broker, ${brokers.join(',')}). Broker, Postgres and the worker share the machine.
+CPU calibration (\`cpuCalibrationMs\`, bench/lib/machine.ts: a fixed piece of the bridge's own work on one core, lower is faster; first measured 2026-12-02): before ${calibrationBefore} ms, after ${calibrationAfter} ms.
 Load average (1 min) before the run: ${loadBefore[0]!.toFixed(1)}, after: ${os.loadavg()[0]!.toFixed(1)} (other processes were running on the machine when this is well above 0).
 
 Workload: ${events.toLocaleString('en')} events over ${RESOURCES.toLocaleString('en')} resources (${dataset.duplicates.toLocaleString('en')} exact redeliveries = 10%,

@@ -54,3 +54,49 @@ describe('BatchingPublisher ack deadlines', () => {
     await publisher.close();
   });
 });
+
+// A broker that acknowledges every produce request after `ackMs`, recording each request's size.
+function ackingBroker(ackMs: number): { kafka: Kafka; sends: number[] } {
+  const sends: number[] = [];
+  const admin = {
+    connect: async () => {},
+    disconnect: async () => {},
+    fetchTopicMetadata: async () => ({ topics: [{ name: 't', partitions: [{ partitionId: 0, leader: 1 }] }] }),
+  };
+  const producer = {
+    connect: async () => {},
+    disconnect: async () => {},
+    send: async ({ messages }: { messages: unknown[] }) => {
+      sends.push(messages.length);
+      await new Promise((resolve) => setTimeout(resolve, ackMs));
+      return [];
+    },
+  };
+  return { kafka: { admin: () => admin, producer: () => producer } as unknown as Kafka, sends };
+}
+
+describe('BatchingPublisher batching with PUBLISH_LINGER_MS=0', () => {
+  it('sends the requests of one turn together, and what arrives during a send in the next batch', async () => {
+    const broker = ackingBroker(30);
+    const publisher = new BatchingPublisher({
+      kafka: broker.kafka,
+      topic: 't',
+      logger: pino({ level: 'silent' }),
+      metrics: createIngressMetrics(new Registry()),
+      ackTimeoutMs: 5_000,
+      maxBatchRecords: 100,
+      maxBatchBytes: 1024 * 1024,
+      lingerMs: 0,
+      probeIntervalMs: 60_000,
+    });
+    await publisher.start();
+    const record = { key: 'k', value: Buffer.from('{}'), headers: {} };
+    const first = [1, 2, 3].map(() => publisher.publish(record));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    // The first batch is in flight (acks after 30 ms): these two wait and go out together next.
+    const second = [1, 2].map(() => publisher.publish(record));
+    await Promise.all([...first, ...second]);
+    expect(broker.sends).toEqual([3, 2]);
+    await publisher.close();
+  });
+});

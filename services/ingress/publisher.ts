@@ -78,6 +78,7 @@ export class BatchingPublisher {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private readonly onDeadline = (): void => this.expireDeadlines();
   private lingerTimer: NodeJS.Timeout | undefined;
+  private lingerImmediate: NodeJS.Immediate | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private probing: Promise<void> | undefined;
   private up = false;
@@ -147,6 +148,16 @@ export class BatchingPublisher {
     if (this.inFlight || this.queue.length === 0) return;
     if (this.queue.length >= this.options.maxBatchRecords) {
       this.flush();
+      return;
+    }
+    // 0: at the end of this turn of the event loop (the requests read in the same turn still go
+    // together), not setTimeout's 1 ms minimum.
+    if (this.options.lingerMs === 0) {
+      if (this.lingerImmediate === undefined)
+        this.lingerImmediate = setImmediate(() => {
+          this.lingerImmediate = undefined;
+          this.flush();
+        });
       return;
     }
     this.lingerTimer ??= setTimeout(() => this.flush(), this.options.lingerMs);
