@@ -5,30 +5,36 @@ import { describe, expect, it } from 'vitest';
 import { createIngressMetrics } from './metrics.ts';
 import { BatchingPublisher, PublishError } from './publisher.ts';
 
-// A broker that answers metadata but never acknowledges a produce request.
-function silentBroker(): Kafka {
+// A broker that answers metadata for topic t (one partition) and handles produce requests with `send`.
+function fakeBroker(send: (request: { messages: unknown[] }) => Promise<unknown>): Kafka {
   const admin = {
     connect: async () => {},
     disconnect: async () => {},
     fetchTopicMetadata: async () => ({ topics: [{ name: 't', partitions: [{ partitionId: 0, leader: 1 }] }] }),
   };
-  const producer = { connect: async () => {}, disconnect: async () => {}, send: () => new Promise(() => {}) };
+  const producer = { connect: async () => {}, disconnect: async () => {}, send };
   return { admin: () => admin, producer: () => producer } as unknown as Kafka;
+}
+
+// A broker that never acknowledges a produce request.
+const silentBroker = (): Kafka => fakeBroker(() => new Promise(() => {}));
+
+function publisherOn(kafka: Kafka, options: { ackTimeoutMs: number; maxBatchRecords: number }): BatchingPublisher {
+  return new BatchingPublisher({
+    kafka,
+    topic: 't',
+    logger: pino({ level: 'silent' }),
+    metrics: createIngressMetrics(new Registry()),
+    maxBatchBytes: 1024 * 1024,
+    lingerMs: 0,
+    probeIntervalMs: 60_000,
+    ...options,
+  });
 }
 
 describe('BatchingPublisher ack deadlines', () => {
   it('answers ack_timeout to every waiting request, in flight or queued, after ackTimeoutMs', async () => {
-    const publisher = new BatchingPublisher({
-      kafka: silentBroker(),
-      topic: 't',
-      logger: pino({ level: 'silent' }),
-      metrics: createIngressMetrics(new Registry()),
-      ackTimeoutMs: 150,
-      maxBatchRecords: 2,
-      maxBatchBytes: 1024 * 1024,
-      lingerMs: 0,
-      probeIntervalMs: 60_000,
-    });
+    const publisher = publisherOn(silentBroker(), { ackTimeoutMs: 150, maxBatchRecords: 2 });
     await publisher.start();
     const started = performance.now();
     const record = { key: 'k', value: Buffer.from('{}'), headers: {} };
@@ -58,37 +64,18 @@ describe('BatchingPublisher ack deadlines', () => {
 // A broker that acknowledges every produce request after `ackMs`, recording each request's size.
 function ackingBroker(ackMs: number): { kafka: Kafka; sends: number[] } {
   const sends: number[] = [];
-  const admin = {
-    connect: async () => {},
-    disconnect: async () => {},
-    fetchTopicMetadata: async () => ({ topics: [{ name: 't', partitions: [{ partitionId: 0, leader: 1 }] }] }),
-  };
-  const producer = {
-    connect: async () => {},
-    disconnect: async () => {},
-    send: async ({ messages }: { messages: unknown[] }) => {
-      sends.push(messages.length);
-      await new Promise((resolve) => setTimeout(resolve, ackMs));
-      return [];
-    },
-  };
-  return { kafka: { admin: () => admin, producer: () => producer } as unknown as Kafka, sends };
+  const kafka = fakeBroker(async ({ messages }) => {
+    sends.push(messages.length);
+    await new Promise((resolve) => setTimeout(resolve, ackMs));
+    return [];
+  });
+  return { kafka, sends };
 }
 
 describe('BatchingPublisher batching with PUBLISH_LINGER_MS=0', () => {
   it('sends the requests of one turn together, and what arrives during a send in the next batch', async () => {
     const broker = ackingBroker(30);
-    const publisher = new BatchingPublisher({
-      kafka: broker.kafka,
-      topic: 't',
-      logger: pino({ level: 'silent' }),
-      metrics: createIngressMetrics(new Registry()),
-      ackTimeoutMs: 5_000,
-      maxBatchRecords: 100,
-      maxBatchBytes: 1024 * 1024,
-      lingerMs: 0,
-      probeIntervalMs: 60_000,
-    });
+    const publisher = publisherOn(broker.kafka, { ackTimeoutMs: 5_000, maxBatchRecords: 100 });
     await publisher.start();
     const record = { key: 'k', value: Buffer.from('{}'), headers: {} };
     const first = [1, 2, 3].map(() => publisher.publish(record));
