@@ -6,7 +6,7 @@
 // the gaps between due times, one keep-alive agent serves the whole run, and counters let a sampler
 // read the run while it goes.
 import http from 'node:http';
-import { wallNow, type EventFactory, type Sent, type SignedRequest } from '../e2e/load.ts';
+import { untilNextDue, wallNow, type EventFactory, type Sent, type SignedRequest } from '../e2e/load.ts';
 
 export interface SteadyLoadOptions {
   port: number;
@@ -126,7 +126,7 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
       // Sign ahead in the gap, leaving a millisecond before the next due time.
       while (signed.length < signAhead && wallNow() < next - 1) signed.push(options.factory.next());
       const wait = next - wallNow();
-      await new Promise((r) => (wait >= 1 ? setTimeout(r, Math.floor(wait)) : setImmediate(r)));
+      await untilNextDue(wait);
     }
     const lastSent = wallNow();
     sending = false;
