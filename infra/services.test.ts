@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { claimPort, parseWorkerCount, stopSignalFor, supervised, upAdminPorts } from './services.ts';
+import { claimPort, parseWorkerCount, serviceEnv, serviceSpecs, stopSignalFor, supervised, upAdminPorts } from './services.ts';
 
 describe('npm start port scheme', () => {
   it('ingress on INGRESS_ADMIN_PORT, worker i on WORKER_ADMIN_PORT + i', () => {
@@ -16,6 +16,12 @@ describe('npm start port scheme', () => {
   it('a service is asked to stop with the signal it did not get directly', () => {
     expect(stopSignalFor('SIGINT')).toBe('SIGTERM');
     expect(stopSignalFor('SIGTERM')).toBe('SIGINT');
+  });
+
+  it("a service runs with its spec's allocator settings unless the caller's environment sets them", () => {
+    expect(serviceEnv(serviceSpecs.ingress, { PORT: '1' })).toEqual({ MALLOC_ARENA_MAX: '2', PORT: '1' });
+    expect(serviceEnv(serviceSpecs.ingress, { MALLOC_ARENA_MAX: '8' }).MALLOC_ARENA_MAX).toBe('8');
+    expect(serviceEnv(serviceSpecs.worker, { PORT: '1' })).toEqual({ PORT: '1' });
   });
 
   it('WORKERS is a positive integer, 1 when unset', () => {

@@ -16,18 +16,27 @@ export interface ServiceSpec {
   kind: ServiceKind;
   main: string;
   nodeArgs: string[];
+  /**
+   * Environment the process runs with unless the caller's environment sets the same name
+   * (allocator settings; the service's own configuration comes from its env and infra/dev.env).
+   */
+  env: Record<string, string>;
   /** The admin port when nothing else is said (the service's own ADMIN_PORT default). */
   defaultAdminPort: number;
 }
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   // A bounded young generation keeps the ingress's RSS within 150 MB at full load: from its bundle,
-  // 8 MB semi-spaces peaked at 128-142 MB in ten bench:ingress / bench/ingress/flags.ts processes
+  // 8 MB semi-spaces peaked at 128-142 MB in ten bench:ingress / bench/ingress/flags.ts processes.
+  // Alone they let one process in three reach 175-188 MB (old space grown to ~100 MB for ~30 MB
+  // live); a 96 MB old generation and two glibc malloc arenas keep it at 131-139 MB at the same
+  // rate and CPU, and at ~280 MB (not 1.1 GB) under 128 concurrent 860 KiB webhooks
   // (bench/results/footprint.md).
   ingress: {
     kind: 'ingress',
     main: 'services/ingress/main.ts',
-    nodeArgs: ['--max-semi-space-size=8'],
+    nodeArgs: ['--max-semi-space-size=8', '--max-old-space-size=96'],
+    env: { MALLOC_ARENA_MAX: '2' },
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
   // 16 MB semi-spaces (64 before) and a 96 MB old generation, with the relay on the worker's event
@@ -38,6 +47,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     kind: 'worker',
     main: 'services/worker/main.ts',
     nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96'],
+    env: {},
     defaultAdminPort: DEFAULTS.adminPort.worker,
   },
   // The console has no admin port of its own: this is its web port (CONSOLE_PORT).
@@ -45,6 +55,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     kind: 'console',
     main: 'services/console/main.ts',
     nodeArgs: [],
+    env: {},
     defaultAdminPort: DEFAULTS.consolePort,
   },
 };
@@ -59,11 +70,16 @@ export function serviceArgs(spec: ServiceSpec, extraNodeArgs: string[] = []): st
   return [...spec.nodeArgs, ...extraNodeArgs, bundlePath(spec.main)];
 }
 
+/** The environment a service runs with: its spec's, then `env` (which wins where both set a name). */
+export function serviceEnv(spec: ServiceSpec, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...spec.env, ...env };
+}
+
 /** Starts the service as a child process (stdout and stderr shared with this one), from the bundle buildServices wrote. */
 export function spawnService(spec: ServiceSpec, env: NodeJS.ProcessEnv): ChildProcess {
   return spawn(process.execPath, serviceArgs(spec), {
     cwd: repoRoot,
-    env,
+    env: serviceEnv(spec, env),
     stdio: ['ignore', 'inherit', 'inherit'],
   });
 }

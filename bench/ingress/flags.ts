@@ -3,6 +3,7 @@
 // the process-to-process spread of the peak RSS shows up instead of one lucky or unlucky process.
 //   BENCH_FLAG_SETS='from=source --max-semi-space-size=8|--max-semi-space-size=8' \
 //     BENCH_PROCESSES=3 npx tsx bench/ingress/flags.ts
+// A NAME=value token in a set is an environment variable of the ingress (MALLOC_ARENA_MAX=2).
 // Per process: warm-up, BENCH_ROUNDS closed-loop rounds at full rate (100 connections), then its
 // own VmHWM. Writes bench/results/ingress-flags.md.
 import { writeFileSync } from 'node:fs';
@@ -17,12 +18,15 @@ import { benchTopic, CONNECTIONS, DURATION_MS, measureRound, startServer, WARMUP
 
 // The ingress runs from its bundle (infra/build.ts) as npm start runs it; a set that starts with
 // `from=source` runs services/ingress/main.ts through tsx's loader instead.
-const FLAG_SETS = (process.env.BENCH_FLAG_SETS ?? serviceSpecs.ingress.nodeArgs.join(' '))
+const productionSet = [...serviceSpecs.ingress.nodeArgs, ...Object.entries(serviceSpecs.ingress.env).map(([name, value]) => `${name}=${value}`)];
+const FLAG_SETS = (process.env.BENCH_FLAG_SETS ?? productionSet.join(' '))
   .split('|')
   .map((set) => set.split(' ').filter(Boolean));
 const [ingressBundle] = (await buildBundles([serviceSpecs.ingress.main])) as [string];
 const mainOf = (flags: string[]) => (flags.includes('from=source') ? serviceSpecs.ingress.main : ingressBundle);
-const nodeFlagsOf = (flags: string[]) => flags.filter((f) => f !== 'from=source');
+const isEnv = (token: string) => /^[A-Z][A-Z0-9_]*=/.test(token);
+const nodeFlagsOf = (flags: string[]) => flags.filter((f) => f !== 'from=source' && !isEnv(f));
+const envOf = (flags: string[]) => Object.fromEntries(flags.filter(isEnv).map((f) => [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)]));
 const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
@@ -42,7 +46,7 @@ const startedAt = new Date();
 for (let process_ = 0; process_ < PROCESSES; process_ += 1) {
   for (const [set, flags] of FLAG_SETS.entries()) {
     const name = `set ${set + 1} process ${process_ + 1} (${flags.join(' ') || 'no flags'})`;
-    const server = await startServer(mainOf(flags), ingressEnv, nodeFlagsOf(flags), true);
+    const server = await startServer(mainOf(flags), { ...ingressEnv, ...envOf(flags) }, nodeFlagsOf(flags), true);
     await warmUp(name, server);
     const warmupHwmMb = server.peakRssMb();
     const rounds = [];

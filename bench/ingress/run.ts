@@ -31,7 +31,8 @@ import {
 // Measured rounds alternate (a) and (b), so both see the same machine over the same minutes; the
 // reported ratio is the median of the per-round ratios (these 2-core machines are noisy).
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-// The ingress's production flags (infra/services.ts), unless BENCH_NODE_FLAGS says otherwise.
+// The ingress's production flags and allocator environment (infra/services.ts), unless
+// BENCH_NODE_FLAGS says otherwise (the environment stays; the bare server runs with the same flags, without it).
 const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? serviceSpecs.ingress.nodeArgs.join(' ')).split(' ').filter(Boolean);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
 
@@ -45,7 +46,7 @@ const loadBefore = loadavg();
 // Both from esbuild bundles, as npm start runs the ingress (infra/build.ts).
 const [bareBundle, ingressBundle] = (await buildBundles(['bench/ingress/bare-server.ts', serviceSpecs.ingress.main])) as [string, string];
 const bare = await startServer(bareBundle, {}, NODE_FLAGS);
-const ingress = await startServer(ingressBundle, ingressEnv, NODE_FLAGS, true);
+const ingress = await startServer(ingressBundle, { ...serviceSpecs.ingress.env, ...ingressEnv }, NODE_FLAGS, true);
 await warmUp('(a) bare node:http', bare);
 const ingressWarmupOk = await warmUp('(b) ingress', ingress);
 const rounds: Array<{ a: Omit<Measured, 'warmupOk'>; b: Omit<Measured, 'warmupOk'>; ratio: number }> = [];
@@ -96,7 +97,7 @@ Load: ${CONNECTIONS} keep-alive connections from one Node process on the same ma
 server and the broker), ${BODY_BYTES} B hmac-sha256-signed theme.updated bodies over ${RESOURCE_IDS.toLocaleString('en')} resource ids,
 signed up front (a pool of ${POOL_SIZE.toLocaleString('en')}, reused round-robin); ${WARMUP_MS / 1000} s warm-up of each server, then ${ROUNDS} rounds of
 ${DURATION_MS / 1000} s (a) followed by ${DURATION_MS / 1000} s (b). Topic: 12 partitions, replication 1,
-acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build.ts, as npm start runs the ingress). Ingress logs one JSON line per request (LOG_LEVEL=${ingressEnv.LOG_LEVEL}, to a file).
+acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build.ts, as npm start runs the ingress), the ingress with ${Object.entries(serviceSpecs.ingress.env).map(([k, v]) => `${k}=${v}`).join(' ') || 'no extra environment'}. Ingress logs one JSON line per request (LOG_LEVEL=${ingressEnv.LOG_LEVEL}, to a file).
 
 Machine load average (1 min) before / after the run: ${fmt(loadBefore[0]!, 2)} / ${fmt(loadAfter[0]!, 2)} (other work on the
 machine competes for the same ${cpus().length} cores; CPU ms per request is the figure least affected by it).
@@ -114,7 +115,7 @@ Summary: (a) is the round with the median ratio; (b) is the median (b) round; th
 | (a) bare node:http, read body, 202 | ${fmt(a.peak.rps, 0)} | ${fmt(a.peak.p50, 2)} | ${fmt(a.peak.p99, 2)} | ${fmt(a.cpuMsPerRequest, 3)} | ${fmt(a.rssMb)} | ${others(a.peak)} |
 | (b) ingress, verified + published, acks=all | ${fmt(b.peak.rps, 0)} | ${fmt(b.peak.p50, 2)} | ${fmt(b.peak.p99, 2)} | ${fmt(b.cpuMsPerRequest, 3)} | ${fmt(ingressRss)} | ${others(b.peak)} |
 | (b) at half its peak rate, ${halfRate} req/s fixed (open loop) | ${fmt(half.rps, 0)} | ${fmt(half.p50, 2)} | ${fmt(half.p99, 2)} | | (same process) | ${others(half)} |
-| (b) again with Node's default flags (no ${NODE_FLAGS.join(' ')}) | ${fmt(plain.peak.rps, 0)} | ${fmt(plain.peak.p50, 2)} | ${fmt(plain.peak.p99, 2)} | ${fmt(plain.cpuMsPerRequest, 3)} | ${fmt(plain.rssMb)} | ${others(plain.peak)} |
+| (b) again with Node's defaults (no ${NODE_FLAGS.join(' ')}, no ${Object.keys(serviceSpecs.ingress.env).join(' ')}) | ${fmt(plain.peak.rps, 0)} | ${fmt(plain.peak.p50, 2)} | ${fmt(plain.peak.p99, 2)} | ${fmt(plain.cpuMsPerRequest, 3)} | ${fmt(plain.rssMb)} | ${others(plain.peak)} |
 
 - Ratio b/a: **${fmt(ratio, 3)}**, the median of the rounds' ${rounds.map((r) => fmt(r.ratio, 3)).join(', ')} (target ≥ 0.5, issue 12) — ${ratio >= 0.5 ? 'met' : 'NOT met'}.
 - p99 at half of b's peak rate: **${fmt(half.p99, 2)} ms** (target ≤ 50 ms) — ${half.p99 <= 50 ? 'met' : 'NOT met'}.

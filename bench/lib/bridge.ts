@@ -12,7 +12,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
 import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/postgres.ts';
-import { buildServices, serviceArgs, serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
+import { buildServices, serviceArgs, serviceEnv, serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
@@ -80,7 +80,7 @@ export async function startService(spec: ServiceSpec, options: StartServiceOptio
       : serviceArgs(spec, options.extraNodeArgs);
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
-    env: { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) },
+    env: serviceEnv(spec, { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) }),
     stdio: options.ipc ? ['ignore', out, out, 'ipc'] : ['ignore', out, out],
   });
   return { name: spec.kind, spec, child, pid: child.pid!, adminPort, logFile: options.logFile, args };

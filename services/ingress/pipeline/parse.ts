@@ -1,4 +1,4 @@
-import { eventAction, parseEvent, resourceKey, type EventEnvelope, type ParseEventOptions } from '#domain/contract/index.ts';
+import { eventAction, parseEvent, resourceKey, type ParseEventOptions } from '#domain/contract/index.ts';
 import type { EventRecordHeaders } from '#domain/contract/event-headers.ts';
 import { OPTIONAL_HEADERS, type Delivery } from './preflight.ts';
 import type { Rejection } from './rejections.ts';
@@ -6,10 +6,11 @@ import type { VerifiedSignature } from './verify.ts';
 
 /**
  * A verified delivery whose envelope parsed: the record headers (encodeEventHeaders reads it as
- * is), and what the request line and metrics say about it.
+ * is), and what the request line and metrics say about it. Not the parsed envelope: this waits for
+ * the broker's ack, and a body of small objects parses into several times its size on the heap
+ * (the raw bytes, which go to Kafka, are bounded by MAX_INFLIGHT_BODY_BYTES; their trees were not).
  */
 export interface MatchedEvent extends EventRecordHeaders {
-  envelope: EventEnvelope;
   tenant: string;
   /** The record key: tenant/type/id, so every event of one resource lands on one partition, in order. */
   resource: string;
@@ -47,7 +48,6 @@ export function parseAndMatch(
     eventType: envelope.event_type,
     idempotencyKey: envelope.idempotency_key,
     deliveryAttempt: delivery.deliveryAttempt,
-    envelope,
     tenant: envelope.tenant_id,
     resource: resourceKey(envelope),
     typeLabel: typeAllowed ? envelope.event_type : undefined,
