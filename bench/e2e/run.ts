@@ -24,7 +24,7 @@ import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
-import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
+import { brokerAge, cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs, machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
@@ -75,6 +75,7 @@ const otherRunsWholeRun = new OtherRunsWatch(() => ourPids);
 const otherRunsPhase = new OtherRunsWatch(() => ourPids);
 const loadBefore = os.loadavg();
 const calibrationBefore = cpuCalibrationMs();
+const brokerAtStart = brokerAge();
 const runStarted = new Date();
 const clockCheckStart = { wall: Date.now(), mono: wallNow() };
 
@@ -455,6 +456,7 @@ Machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${(os.t
 Versions: Node ${process.version}, kafkajs ${versionOf('kafkajs')}, pg ${versionOf('pg')}, PostgreSQL ${pgVersion} (${postgres.origin}, ${postgres.adminUrl.replace(/\/\/([^:@/]*)(:[^@/]*)?@/, '//$1@')}),
 Apache Kafka ${KAFKA_VERSION} (single local broker at ${brokers.join(',')}). Broker, Postgres, both services and the load generator share the machine.
 CPU calibration (\`cpuCalibrationMs\`, bench/lib/machine.ts: a fixed piece of the bridge's own work on one core, lower is faster; first measured 2026-12-02): before ${calibrationBefore} ms, after ${calibrationAfter} ms.
+${brokerAtStart ? `Broker age at the start (\`brokerAge\`, bench/lib/cpu.ts): up ${fmt(brokerAtStart.uptimeSeconds / 60, 1)} min, ${fmt(brokerAtStart.cpuSeconds, 0)} CPU seconds used${brokerAtStart.uptimeSeconds < 600 ? ' (**under 10 min: its JIT is still warming up, and the low-rate figures read high**)' : ''}.` : 'Broker age: no local broker process found.'}
 Load average (1 / 5 / 15 min) before: ${loadBefore.map((l) => l.toFixed(2)).join(' / ')}; after: ${loadAfter.map((l) => l.toFixed(2)).join(' / ')}. Other test, typecheck, lint or benchmark
 processes seen on the machine during the run (command lines sampled every second): ${otherRunsSeen.length ? `**${otherRunsSeen.join(', ')}**: the figures are not those of a quiet machine` : 'none'}; each phase below also gives the CPU share of processes other than the bench's.
 
