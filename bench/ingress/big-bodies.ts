@@ -31,10 +31,13 @@ const requests = Array.from({ length: CONCURRENCY }, (_, i) => {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 const send = (r: (typeof requests)[number]) =>
   new Promise<number>((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port: server.port, method: 'POST', path: '/webhooks/demo', agent, headers: r.headers }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port: server.port, method: 'POST', path: '/webhooks/demo', agent, headers: r.headers },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', () => resolve(0));
     req.end(r.body);
   });
@@ -47,7 +50,9 @@ for (let round = 1; round <= ROUNDS; round += 1) {
   const answers: Record<string, number> = {};
   for (const status of await Promise.all(requests.map(send))) answers[status] = (answers[status] ?? 0) + 1;
   const alive = server.child.exitCode === null && server.child.signalCode === null;
-  console.log(`round ${round}: answers ${JSON.stringify(answers)}; ingress ${alive ? `VmHWM ${server.peakRssMb().toFixed(1)} MB` : `exited (${server.child.exitCode ?? server.child.signalCode}; see ${server.logFile})`}`);
+  console.log(
+    `round ${round}: answers ${JSON.stringify(answers)}; ingress ${alive ? `VmHWM ${server.peakRssMb().toFixed(1)} MB` : `exited (${server.child.exitCode ?? server.child.signalCode}; see ${server.logFile})`}`,
+  );
   if (!alive) break;
 }
 agent.destroy();

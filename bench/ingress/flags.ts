@@ -18,15 +18,17 @@ import { benchTopic, CONNECTIONS, DURATION_MS, measureRound, startServer, WARMUP
 
 // The ingress runs from its bundle (infra/build.ts) as npm start runs it; a set that starts with
 // `from=source` runs services/ingress/main.ts through tsx's loader instead.
-const productionSet = [...serviceSpecs.ingress.nodeArgs, ...Object.entries(serviceSpecs.ingress.env).map(([name, value]) => `${name}=${value}`)];
-const FLAG_SETS = (process.env.BENCH_FLAG_SETS ?? productionSet.join(' '))
-  .split('|')
-  .map((set) => set.split(' ').filter(Boolean));
+const productionSet = [
+  ...serviceSpecs.ingress.nodeArgs,
+  ...Object.entries(serviceSpecs.ingress.env).map(([name, value]) => `${name}=${value}`),
+];
+const FLAG_SETS = (process.env.BENCH_FLAG_SETS ?? productionSet.join(' ')).split('|').map((set) => set.split(' ').filter(Boolean));
 const [ingressBundle] = (await buildBundles([serviceSpecs.ingress.main])) as [string];
 const mainOf = (flags: string[]) => (flags.includes('from=source') ? serviceSpecs.ingress.main : ingressBundle);
 const isEnv = (token: string) => /^[A-Z][A-Z0-9_]*=/.test(token);
 const nodeFlagsOf = (flags: string[]) => flags.filter((f) => f !== 'from=source' && !isEnv(f));
-const envOf = (flags: string[]) => Object.fromEntries(flags.filter(isEnv).map((f) => [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)]));
+const envOf = (flags: string[]) =>
+  Object.fromEntries(flags.filter(isEnv).map((f) => [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)]));
 const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');

@@ -97,7 +97,11 @@ Load: ${CONNECTIONS} keep-alive connections from one Node process on the same ma
 server and the broker), ${BODY_BYTES} B hmac-sha256-signed theme.updated bodies over ${RESOURCE_IDS.toLocaleString('en')} resource ids,
 signed up front (a pool of ${POOL_SIZE.toLocaleString('en')}, reused round-robin); ${WARMUP_MS / 1000} s warm-up of each server, then ${ROUNDS} rounds of
 ${DURATION_MS / 1000} s (a) followed by ${DURATION_MS / 1000} s (b). Topic: 12 partitions, replication 1,
-acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build.ts, as npm start runs the ingress), the ingress with ${Object.entries(serviceSpecs.ingress.env).map(([k, v]) => `${k}=${v}`).join(' ') || 'no extra environment'}. Ingress logs one JSON line per request (LOG_LEVEL=${ingressEnv.LOG_LEVEL}, to a file).
+acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build.ts, as npm start runs the ingress), the ingress with ${
+  Object.entries(serviceSpecs.ingress.env)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ') || 'no extra environment'
+}. Ingress logs one JSON line per request (LOG_LEVEL=${ingressEnv.LOG_LEVEL}, to a file).
 
 Machine load average (1 min) before / after the run: ${fmt(loadBefore[0]!, 2)} / ${fmt(loadAfter[0]!, 2)} (other work on the
 machine competes for the same ${cpus().length} cores; CPU ms per request is the figure least affected by it).

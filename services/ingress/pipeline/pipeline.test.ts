@@ -431,7 +431,9 @@ describe('parse and match', () => {
     const gc = runInNewContext('gc') as () => void;
     // 100 bodies of ~60 KiB (this file's body limit is 64 KiB).
     const swatches = Array.from({ length: 2_600 }, (_, j) => ({ c: j, w: [j, 1] }));
-    const requests = Array.from({ length: 100 }, (_, i) => signed('demo', sampleThemeEvent({ event_id: `evt_big_${i}`, data: { name: 'big', swatches } as never })));
+    const requests = Array.from({ length: 100 }, (_, i) =>
+      signed('demo', sampleThemeEvent({ event_id: `evt_big_${i}`, data: { name: 'big', swatches } as never })),
+    );
     const bodyBytes = requests.reduce((sum, r) => sum + r.body.length, 0);
     const checked = requests.map((request) => {
       const delivery = delivered('demo', request);
@@ -443,7 +445,9 @@ describe('parse and match', () => {
     gc();
     const held = process.memoryUsage().heapUsed - before;
     expect(waiting.every((e) => !('kind' in e))).toBe(true);
-    expect(held, `${(held / 2 ** 20).toFixed(1)} MiB held for ${(bodyBytes / 2 ** 20).toFixed(1)} MiB of bodies`).toBeLessThan(bodyBytes / 4);
+    expect(held, `${(held / 2 ** 20).toFixed(1)} MiB held for ${(bodyBytes / 2 ** 20).toFixed(1)} MiB of bodies`).toBeLessThan(
+      bodyBytes / 4,
+    );
   });
 });
 
