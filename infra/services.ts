@@ -43,10 +43,15 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   // loop (WORKER_RELAY=inline): peak RSS 231 MB draining a 200,000-event backlog (425 MB with the
   // relay thread and no old-generation bound), and it drained 400 events of 950 KB each at 286 MB
   // (bench/results/footprint.md).
+  // --heap-growing-percent=100: with the old generation bounded, V8 grew it by ~10% past what a
+  // mark-compact left live (~23 MB), so at 1,000 req/s the worker ran a full mark-compact every
+  // ~200 ms (62 against 71 scavenges) and its GC threads took a fifth of a core. Doubling instead:
+  // 16 mark-compacts, worker CPU 43-44% -> 34-36% of a core in bench:e2e at 1,000 req/s, the same
+  // peak RSS within a few MB (bench:worker backlog: 236 against 232 MB, 11,227 against 10,951 events/s).
   worker: {
     kind: 'worker',
     main: 'services/worker/main.ts',
-    nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96'],
+    nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96', '--heap-growing-percent=100'],
     env: {},
     defaultAdminPort: DEFAULTS.adminPort.worker,
   },

@@ -174,15 +174,18 @@ export async function startBridge(options: BenchBridgeOptions): Promise<BenchBri
 
   const common = { KAFKA_BROKERS: brokers.join(','), TOPIC_EVENTS: settings.events, LOG_LEVEL: options.logLevel };
   const logFile = (kind: string) => path.join(os.tmpdir(), `bench-${name}-${kind}-${stamp}.log`);
-  const spawnOptions = {
-    ...(options.extraNodeArgs ? { extraNodeArgs: options.extraNodeArgs } : {}),
-    ...(options.ipc ? { ipc: true } : {}),
+  // BENCH_INGRESS_NODE_ARGS / BENCH_WORKER_NODE_ARGS: one service's extra flags, after the shared
+  // ones (V8 takes a flag's last value), for side-by-side runs of one service's heap settings.
+  const spawnOptions = (kind: 'ingress' | 'worker') => {
+    const own = (process.env[`BENCH_${kind.toUpperCase()}_NODE_ARGS`] ?? '').split(' ').filter((a) => a.length > 0);
+    const extraNodeArgs = [...(options.extraNodeArgs ?? []), ...own];
+    return { ...(extraNodeArgs.length > 0 ? { extraNodeArgs } : {}), ...(options.ipc ? { ipc: true } : {}) };
   };
   const ingressPort = await freePort();
   const ingress = await startService(serviceSpecs.ingress, {
     env: { ...common, PORT: String(ingressPort), HOST: '127.0.0.1' },
     logFile: logFile('ingress'),
-    ...spawnOptions,
+    ...spawnOptions('ingress'),
   });
   const workerGroup = `bench-${name}-applier-${stamp}`;
   const worker = await startService(serviceSpecs.worker, {
@@ -194,7 +197,7 @@ export async function startBridge(options: BenchBridgeOptions): Promise<BenchBri
       CONSUMER_GROUP: workerGroup,
     },
     logFile: logFile('worker'),
-    ...spawnOptions,
+    ...spawnOptions('worker'),
   });
 
   let stopped: Promise<{ ingress: number | null; worker: number | null }> | undefined;
