@@ -33,6 +33,8 @@ export interface ConsoleConfig {
   group: string;
   ingressMetricsUrl: string;
   logLevel: string;
+  /** LOG_BUFFER_BYTES (stdoutDestination). */
+  logBufferBytes?: number;
   /** WEBHOOK_SOURCES_FILE; unset: no Reconcile on the resource page (it says why). */
   sourcesFile?: string | undefined;
 }
@@ -50,6 +52,7 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     group: c.CONSUMER_GROUP,
     ingressMetricsUrl: c.INGRESS_METRICS_URL ?? `http://127.0.0.1:${c.INGRESS_ADMIN_PORT}/metrics`,
     logLevel: c.LOG_LEVEL,
+    logBufferBytes: c.LOG_BUFFER_BYTES,
     sourcesFile: c.WEBHOOK_SOURCES_FILE,
   };
 }

@@ -1,6 +1,6 @@
 // The operator console: `npm start` runs it beside the ingress and worker; `npm run console` alone.
 import { ConfigError } from '#plumbing/config/env.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
+import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { consoleConfigFrom } from './config.ts';
 import { applyConsoleDevDefaults, runViaNpmScript } from './dev-defaults.ts';
 import { startConsole } from './console.ts';
@@ -14,7 +14,7 @@ try {
   console.error(error.message);
   process.exit(1);
 }
-const logger = createLogger({ name: 'console', level: config.logLevel });
+const logger = createLogger({ name: 'console', level: config.logLevel }, stdoutDestination(config.logBufferBytes));
 const handle = await startConsole(config, { logger });
 
 let stopping = false;

@@ -72,5 +72,6 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     maxConnections: env.MAX_CONNECTIONS,
     maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
     logLevel: env.LOG_LEVEL,
+    logBufferBytes: env.LOG_BUFFER_BYTES,
   };
 }

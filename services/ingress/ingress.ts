@@ -44,6 +44,8 @@ export interface IngressConfig {
   maxInflightBodyBytes?: number;
   maxJsonDepth?: number;
   logLevel?: string;
+  /** LOG_BUFFER_BYTES (stdoutDestination, used by main.ts). */
+  logBufferBytes?: number;
 }
 
 export interface IngressDeps {

@@ -1,6 +1,5 @@
-import { pino } from 'pino';
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
+import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
 import { SourcesConfigError } from '#domain/sources/index.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from './config.ts';
@@ -18,9 +17,8 @@ try {
   throw error;
 }
 
-// One log line per request: asynchronous writes coalesce lines under load instead of a write
-// syscall each, and pino flushes the buffer synchronously when the process exits.
-const logger = createLogger({ name: 'ingress', level: config.logLevel }, pino.destination({ dest: 1, sync: false }));
+// One log line per request, held and written together (stdoutDestination, LOG_BUFFER_BYTES).
+const logger = createLogger({ name: 'ingress', level: config.logLevel }, stdoutDestination(config.logBufferBytes));
 const tracing = startTracingOrExit(process.env, 'ingress');
 const starting = startIngress(config, { logger, tracing });
 

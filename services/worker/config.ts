@@ -68,6 +68,8 @@ export interface WorkerConfig {
   /** See shared/plumbing/db/pool.ts; default 30 s. */
   idleInTransactionTimeoutMs?: number;
   logLevel: string;
+  /** LOG_BUFFER_BYTES (stdoutDestination). */
+  logBufferBytes?: number;
   eventsTopic: string;
   appliedTopic: string;
   adminPort: number;
@@ -121,6 +123,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
     idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     logLevel: env.LOG_LEVEL,
+    logBufferBytes: env.LOG_BUFFER_BYTES,
     eventsTopic: env.TOPIC_EVENTS,
     appliedTopic: env.TOPIC_APPLIED,
     adminPort: env.ADMIN_PORT,

@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
+import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
 import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
 import { SourcesConfigError } from '#domain/sources/index.ts';
@@ -20,7 +20,8 @@ try {
   console.error(error.message);
   process.exit(1);
 }
-const logger = createLogger({ name: 'worker', level: config.logLevel });
+// One log line per event, held and written together (stdoutDestination, LOG_BUFFER_BYTES).
+const logger = createLogger({ name: 'worker', level: config.logLevel }, stdoutDestination(config.logBufferBytes));
 const tracing = startTracingOrExit(process.env, 'worker');
 
 let stopping = false;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { defaultTopicSettings, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { DEFAULTS } from './defaults.ts';
+import { DEFAULT_LOG_BUFFER_BYTES, MAX_LOG_BUFFER_BYTES } from '#plumbing/logging/logger.ts';
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -68,6 +69,10 @@ export function topicSettingsFrom(env: z.infer<typeof topicEnv>): TopicSettings 
 }
 
 export const adminPortEnv = z.object({ ADMIN_PORT: port.default(DEFAULTS.adminPort.ingress) });
-export const logEnv = z.object({ LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') });
+export const logEnv = z.object({
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Log bytes held before a write to stdout (also flushed every 100 ms and at exit); 0: no holding back. */
+  LOG_BUFFER_BYTES: z.coerce.number().int().min(0).max(MAX_LOG_BUFFER_BYTES).default(DEFAULT_LOG_BUFFER_BYTES),
+});
 
 export { port as portSchema, positiveInt as positiveIntSchema };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { pino } from 'pino';
 import { isoTimeCached } from './logger.ts';
 
@@ -13,4 +14,54 @@ describe('isoTimeCached', () => {
       expect(cached >= before && cached <= after).toBe(true);
     }
   });
+});
+
+describe('stdoutDestination', () => {
+  // A child process, since the destination is the process's own stdout (fd 1).
+  function runChild(code: string): Promise<{ stdout: string; lineAfterMarkMs: number | undefined; exitCode: number | null }> {
+    const script = `import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
+      const logger = createLogger({ name: 'child', level: 'info' }, stdoutDestination());
+      ${code}`;
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
+      let stdout = '';
+      let markAt: number | undefined;
+      let lineAfterMarkMs: number | undefined;
+      child.stderr.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('logged')) markAt ??= performance.now();
+      });
+      child.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (markAt !== undefined && lineAfterMarkMs === undefined) lineAfterMarkMs = performance.now() - markAt;
+      });
+      child.on('error', reject);
+      child.on('close', (exitCode) => resolve({ stdout, lineAfterMarkMs, exitCode }));
+    });
+  }
+
+  it('writes a held line within about the flush interval while the process runs on', async () => {
+    // The process lives on for 3 s after the line: without the periodic flush, a line shorter than
+    // the buffer would only appear at exit.
+    const { stdout, lineAfterMarkMs, exitCode } = await runChild(`
+      logger.info({ n: 1 }, 'one line');
+      process.stderr.write('logged\\n');
+      setTimeout(() => {}, 3000);`);
+    expect(exitCode).toBe(0);
+    expect(stdout).toContain('"msg":"one line"');
+    expect(lineAfterMarkMs).toBeDefined();
+    expect(lineAfterMarkMs!).toBeLessThan(1500);
+  }, 20_000);
+
+  it('writes every held line when the process exits at once', async () => {
+    const { stdout, exitCode } = await runChild(`
+      for (let n = 1; n <= 3; n += 1) logger.info({ n }, 'line before exit');
+      process.exit(0);`);
+    expect(exitCode).toBe(0);
+    expect(
+      stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).n),
+    ).toEqual([1, 2, 3]);
+  }, 20_000);
 });

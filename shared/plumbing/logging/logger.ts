@@ -20,6 +20,30 @@ export function isoTimeCached(): string {
   return lastTime;
 }
 
+/** What LOG_BUFFER_BYTES defaults to (see stdoutDestination). */
+export const DEFAULT_LOG_BUFFER_BYTES = 4096;
+/** sonic-boom requires its minLength below its maxWrite (16 KiB). */
+export const MAX_LOG_BUFFER_BYTES = 8192;
+/** How often held log lines are written when fewer than bufferBytes came. */
+export const LOG_FLUSH_INTERVAL_MS = 100;
+
+/**
+ * The services' stdout: asynchronous, lines held until `bufferBytes` of them are there or
+ * LOG_FLUSH_INTERVAL_MS passed, then written in one write. The services log a line per request
+ * or per event; written one by one, each line cost a write on libuv's thread pool and two thread
+ * wake-ups, a fifth of the syscalls of an ingress at 1,000 req/s. pino writes what is held
+ * synchronously when the process exits (a SIGKILL or an out-of-memory kill loses at most the
+ * last 100 ms). 0 writes each line as soon as the previous write finished (sonic-boom's default).
+ */
+export function stdoutDestination(bufferBytes = DEFAULT_LOG_BUFFER_BYTES): pino.DestinationStream {
+  return pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: bufferBytes,
+    ...(bufferBytes > 0 ? { periodicFlush: LOG_FLUSH_INTERVAL_MS } : {}),
+  });
+}
+
 // One JSON line per event on stdout; callers add child bindings (event_id, topic, partition, offset).
 export function createLogger(settings: LoggerSettings, destination?: pino.DestinationStream): Logger {
   const options: LoggerOptions = {
