@@ -42,7 +42,7 @@ import { serializeAppliedRecord } from '#domain/apply/applied-record.ts';
 import { deliveryAttemptOf } from '#domain/apply/source-record.ts';
 import {
   BEGIN_APPLY_TRANSACTION,
-  lockResourceKeys,
+  beginApplyAndLock,
   readChunkContext,
   writeChunkEffects,
   type AnomalyChunkRow,
@@ -178,8 +178,8 @@ export interface CopyChunk {
   stateUpdate: { rows: number; data: Buffer };
   outbox: { rows: number; data: Buffer };
   anomalies: { rows: number; data: Buffer };
-  /** The store's own statements for the same chunk, parameters encoded (only with `extras`). */
-  statements?: { lock: QueryConfig; read: QueryConfig; write: QueryConfig };
+  /** The store's own statements for the same chunk, parameters encoded (only with `extras`); lock is BEGIN with the key locks. */
+  statements?: { lock: string; read: QueryConfig; write: QueryConfig };
 }
 
 export interface CopyPlan {
@@ -424,7 +424,7 @@ async function planChunk(records: readonly SourceRecord[], known: Known, applied
   };
   const effects: ChunkEffects = { inbox, state, outbox, anomalies };
   chunk.statements = {
-    lock: await captured((c) => lockResourceKeys(c, [...new Set(events.map((e) => e.resourceKey))])),
+    lock: beginApplyAndLock([...new Set(events.map((e) => e.resourceKey))]),
     read: await captured((c) => readChunkContext(c, keys)),
     write: await captured((c) => writeChunkEffects(c, effects)),
   };
@@ -757,8 +757,8 @@ async function main(): Promise<void> {
               try {
                 // The store's statements as the applier sends them, parameters encoded beforehand.
                 const { lock, read, write } = chunk.statements!;
-                await client.query(BEGIN_APPLY_TRANSACTION);
-                if (layer !== 'write') await client.query(lock);
+                // BEGIN alone, or BEGIN with the key locks in one round trip (as the applier sends them).
+                await client.query(layer === 'write' ? BEGIN_APPLY_TRANSACTION : lock);
                 if (layer === 'lock+read+write') await client.query(read);
                 await client.query(write);
                 await client.query('COMMIT');

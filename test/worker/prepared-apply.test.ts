@@ -49,7 +49,6 @@ describe('prepared apply statements', () => {
           `SELECT name, (generic_plans + custom_plans)::int AS executions FROM pg_prepared_statements ORDER BY name`,
         );
         expect(prepared).toEqual([
-          { name: 'apply-lock-keys', executions: 13 },
           { name: 'apply-read-context', executions: 13 },
           { name: 'apply-write-effects', executions: 13 },
         ]);

@@ -5,7 +5,7 @@ import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { endSpanWithError, SpanKind, TRACING_OFF, type Span, type TraceHeaders, type Tracing } from '#plumbing/observability/tracing.ts';
 import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
-import { BEGIN_APPLY_TRANSACTION, lockResourceKeys, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
+import { beginApplyAndLock, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
 import {
   receivedAtHeader,
@@ -67,10 +67,12 @@ export class SnapshotApplier {
     const events = parsed.flatMap((p) => (p.ok ? [p.event] : []));
     const decided = new Map<ParsedEvent, Decision>();
     if (events.length > 0) {
+      // Locked first (with BEGIN), read after: the reads then see every commit made under these keys.
+      const keys = [...new Set(events.map((e) => e.resourceKey))];
       const decisions = await withTransaction(
         this.#pool,
         (client) => this.#applyInTransaction(client, events, traces),
-        BEGIN_APPLY_TRANSACTION,
+        beginApplyAndLock(keys),
       );
       for (const d of decisions) decided.set(d.event, d);
     }
@@ -133,10 +135,6 @@ export class SnapshotApplier {
     events: ParsedEvent[],
     traces: Map<SourceRecord, TraceHeaders> | undefined,
   ): Promise<Decision[]> {
-    const keys = [...new Set(events.map((e) => e.resourceKey))];
-    // Locked first, read after: the reads then see every commit made under these keys.
-    await lockResourceKeys(client, keys);
-
     const eventIds = [...new Map(events.map((e) => [tenantScopedKey(e.envelope.tenant_id, e.envelope.event_id), e.envelope])).values()];
     const withKeys = events.filter((e) => e.envelope.idempotency_key !== undefined);
     const resources = [...new Map(events.map((e) => [e.resourceKey, e.envelope])).values()];

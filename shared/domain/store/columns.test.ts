@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { QueryConfig } from 'pg';
-import { lockResourceKeys, readChunkContext, writeChunkEffects } from './chunk.ts';
+import { readChunkContext, writeChunkEffects } from './chunk.ts';
 import {
   bool,
   booleanArray,
@@ -162,7 +162,6 @@ describe('the store statements built from column specs', () => {
 
   it('line up with their values', async () => {
     captured.length = 0;
-    await lockResourceKeys(client, ['k1', 'k2']);
     await readChunkContext(client, {
       events: [{ tenant_id: 't', event_id: 'e' }],
       idempotencyKeys: [{ tenant_id: 't', idempotency_key: 'i' }],
