@@ -23,6 +23,7 @@ describe('BEGIN with the resource-key locks', () => {
     await a.connect();
     await b.connect();
     try {
+      const { rows: pid } = await a.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       await a.query(beginApplyAndLock(awkward));
       const { rows: expected } = await b.query<{ h: string }>(
         'SELECT DISTINCT hashtextextended(k, 7261)::text AS h FROM unnest($1::text[]) AS k ORDER BY 1',
@@ -32,7 +33,7 @@ describe('BEGIN with the resource-key locks', () => {
       const { rows: held } = await b.query<{ h: string }>(
         `SELECT ((classid::bigint << 32) | objid::bigint)::text AS h FROM pg_locks
          WHERE locktype = 'advisory' AND objsubid = 1 AND pid = $1 ORDER BY 1`,
-        [a.processID],
+        [pid[0]!.pid],
       );
       expect(held.map((r) => r.h).sort()).toEqual(expected.map((r) => r.h).sort());
       expect(held).toHaveLength(awkward.length);
@@ -40,7 +41,7 @@ describe('BEGIN with the resource-key locks', () => {
       const { rows: tx } = await a.query<{ open: boolean }>('SELECT now() = statement_timestamp() AS open');
       expect(tx[0]!.open).toBe(false);
       await a.query('COMMIT');
-      const { rows: after } = await b.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1", [a.processID]);
+      const { rows: after } = await b.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1", [pid[0]!.pid]);
       expect(after).toHaveLength(0);
     } finally {
       await a.end();
