@@ -3,7 +3,9 @@
 // idempotent send. At low rates every event is a batch of its own, so this is the broker's cost per
 // event. Each kind runs at a fixed rate (as fast as it can when it cannot keep the rate), the kinds
 // alternating round by round, with the bridge's own producers (shared/plumbing/kafka/producers.ts).
-//   npm run bench:publish-cost     (BENCH_RATE=100, BENCH_SECONDS=10, BENCH_ROUNDS=3, KAFKA_BROKERS)
+// At 25 a second an operation starts well after the previous one ended; at 100 a transaction starts
+// as soon as the previous one committed, which is what the relay does under load.
+//   npm run bench:publish-cost     (BENCH_RATES=25,100, BENCH_SECONDS=10, BENCH_ROUNDS=3, KAFKA_BROKERS)
 // Writes bench/results/publish-cost.md. Run it with nothing else on the machine: the broker's CPU is
 // read from /proc, so anything else the broker does counts.
 import { writeFileSync } from 'node:fs';
@@ -18,7 +20,7 @@ import { brokerAge, cpuSnapshot } from './lib/cpu.ts';
 import { cpuCalibrationMs } from './lib/machine.ts';
 import { fmt, summarise } from './lib/stats.ts';
 
-const RATE = Number(process.env.BENCH_RATE ?? 100);
+const RATES = (process.env.BENCH_RATES ?? '25,100').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
@@ -56,6 +58,7 @@ const kinds: Kind[] = [
 ];
 
 interface Round {
+  rate: number;
   kind: number;
   ops: number;
   seconds: number;
@@ -65,24 +68,26 @@ interface Round {
 const rounds: Round[] = [];
 const calibrationBefore = cpuCalibrationMs();
 const age = brokerAge();
-for (let round = 1; round <= ROUNDS; round += 1) {
-  for (const [k, kind] of kinds.entries()) {
-    const latency: number[] = [];
-    const before = cpuSnapshot();
-    const started = performance.now();
-    let n = 0;
-    while (performance.now() - started < SECONDS * 1000) {
-      const wait = started + (n * 1000) / RATE - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      const t0 = performance.now();
-      await kind.once(n);
-      latency.push(performance.now() - t0);
-      n += 1;
+for (const RATE of RATES) {
+  for (let round = 1; round <= ROUNDS; round += 1) {
+    for (const [k, kind] of kinds.entries()) {
+      const latency: number[] = [];
+      const before = cpuSnapshot();
+      const started = performance.now();
+      let n = 0;
+      while (performance.now() - started < SECONDS * 1000) {
+        const wait = started + (n * 1000) / RATE - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        const t0 = performance.now();
+        await kind.once(n);
+        latency.push(performance.now() - t0);
+        n += 1;
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const brokerCpuSeconds = cpuSnapshot().kafka - before.kafka;
+      rounds.push({ rate: RATE, kind: k, ops: n, seconds, brokerCpuSeconds, latency });
+      log(`${RATE}/s round ${round}, ${kind.name}: ${fmt(n / seconds, 0)}/s, broker ${fmt((100 * brokerCpuSeconds) / seconds)}% of a core`);
     }
-    const seconds = (performance.now() - started) / 1000;
-    const brokerCpuSeconds = cpuSnapshot().kafka - before.kafka;
-    rounds.push({ kind: k, ops: n, seconds, brokerCpuSeconds, latency });
-    log(`round ${round}, ${kind.name}: ${fmt(n / seconds, 0)}/s, broker ${fmt((100 * brokerCpuSeconds) / seconds)}% of a core`);
   }
 }
 const calibrationAfter = cpuCalibrationMs();
@@ -91,20 +96,22 @@ await transactional.disconnect();
 await admin.deleteTopics({ topics: [topic] });
 await admin.disconnect();
 
-const idle = (r: Round[]) => r.filter((x) => x.kind === kinds.length - 1);
-const idleCpuPerSecond = summarise(idle(rounds).map((r) => r.brokerCpuSeconds / r.seconds)).p50;
+const idle = rounds.filter((x) => x.kind === kinds.length - 1);
+const idleCpuPerSecond = summarise(idle.map((r) => r.brokerCpuSeconds / r.seconds)).p50;
+const extraMs = (r: Round) => ((r.brokerCpuSeconds - idleCpuPerSecond * r.seconds) * 1000) / r.ops;
 const row = (r: Round, round: number) => {
   const l = summarise(r.latency);
-  const extra = ((r.brokerCpuSeconds - idleCpuPerSecond * r.seconds) * 1000) / r.ops;
-  return `| ${round} | ${kinds[r.kind]!.name} | ${fmt(r.ops / r.seconds, 0)} | ${fmt((100 * r.brokerCpuSeconds) / r.seconds)}% | ${r.kind === kinds.length - 1 ? '' : fmt(extra, 2)} | ${fmt(l.p50, 1)} / ${fmt(l.p99, 1)} |`;
+  return `| ${r.rate} | ${round} | ${kinds[r.kind]!.name} | ${fmt(r.ops / r.seconds, 0)} | ${fmt((100 * r.brokerCpuSeconds) / r.seconds)}% | ${r.kind === kinds.length - 1 ? '' : fmt(extraMs(r), 2)} | ${fmt(l.p50, 1)} / ${fmt(l.p99, 1)} |`;
 };
-const perKind = kinds.slice(0, -1).map((kind, k) => {
-  const mine = rounds.filter((r) => r.kind === k);
-  const extra = summarise(mine.map((r) => ((r.brokerCpuSeconds - idleCpuPerSecond * r.seconds) * 1000) / r.ops)).p50;
-  const rate = summarise(mine.map((r) => r.ops / r.seconds)).p50;
-  return { kind, extra, rate };
+const medians = RATES.flatMap((rate) => {
+  const base = summarise(rounds.filter((r) => r.rate === rate && r.kind === 0).map(extraMs)).p50;
+  return kinds.slice(0, -1).map((kind, k) => {
+    const mine = rounds.filter((r) => r.rate === rate && r.kind === k);
+    const extra = summarise(mine.map(extraMs)).p50;
+    const latency = summarise(mine.flatMap((r) => r.latency));
+    return `| ${rate} | ${kind.name} | ${fmt(summarise(mine.map((r) => r.ops / r.seconds)).p50, 0)} | ${fmt(extra, 2)} ms | ${fmt(extra / base, 1)}× | ${fmt(latency.p50, 1)} / ${fmt(latency.p99, 1)} |`;
+  });
 });
-const base = perKind[0]!.extra;
 const report = `# What a publish costs the broker
 
 Command: \`npm run bench:publish-cost\` (bench/publish-cost.ts). Run: ${new Date().toISOString()}.
@@ -116,19 +123,21 @@ Load average (1 min) at the end: ${fmt(loadavg()[0]!, 2)}.
 
 Set-up: one topic of 12 partitions, 1 KiB records, acks=all; the bridge's producers (idempotent, one request in
 flight; the transactional one with its first CONCURRENT_TRANSACTIONS retry after ${TRANSACTION_RETRY_INITIAL_MS} ms). Each kind runs
-${SECONDS} s at ${RATE} operations a second, one after the other (the next starts when the previous ended, so a kind that
-cannot keep the rate runs as fast as it can), the kinds alternating, ${ROUNDS} rounds. Broker CPU is its process's
+${SECONDS} s at a fixed rate (${RATES.join(' and ')} operations a second), one operation after the other (the next starts when the
+previous ended, so a kind that cannot keep the rate runs as fast as it can), the kinds alternating, ${ROUNDS} rounds per rate. Broker CPU is its process's
 user + system time from /proc; "extra" takes off what the broker used idle in the same run (median of the idle rounds).
 
-| round | kind | operations/s | broker CPU (% of a core) | extra broker CPU per operation (ms) | client latency p50 / p99 (ms) |
-|---|---|---:|---:|---:|---|
-${rounds.map((r, i) => row(r, Math.floor(i / kinds.length) + 1)).join('\n')}
+Medians over the rounds (latency over every operation of the kind):
 
-Medians over the rounds:
+| rate asked (/s) | kind | operations/s | extra broker CPU per operation | against an idempotent send | client latency p50 / p99 (ms) |
+|---:|---|---:|---:|---:|---|
+${medians.join('\n')}
 
-| kind | operations/s | extra broker CPU per operation | against an idempotent send |
-|---|---:|---:|---:|
-${perKind.map((p) => `| ${p.kind.name} | ${fmt(p.rate, 0)} | ${fmt(p.extra, 2)} ms | ${fmt(p.extra / base, 1)}× |`).join('\n')}
+Every round:
+
+| rate asked (/s) | round | kind | operations/s | broker CPU (% of a core) | extra broker CPU per operation (ms) | client latency p50 / p99 (ms) |
+|---:|---:|---|---:|---:|---:|---|
+${rounds.map((r, i) => row(r, (Math.floor(i / kinds.length) % ROUNDS) + 1)).join('\n')}
 `;
 writeFileSync(path.join(import.meta.dirname, 'results', 'publish-cost.md'), report);
 console.log(report);
