@@ -232,12 +232,12 @@ describe('the store statements built from column specs', () => {
     });
     await selectInboxStatuses(client, [{ tenant_id: 't', event_id: 'e' }]);
     await pruneInboxBodies(client, [{ tenant_id: 't', event_id: 'e', fingerprint: null }]);
-    expect(captured).toHaveLength(6);
+    expect(captured).toHaveLength(5);
     for (const { text: sql, values } of captured) {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
     // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 7 (+2) state, 8 (+2) outbox (with the trace context), 1 anomalies.
-    expect(captured[2]!.values).toHaveLength(23 + 9 + 10 + 1);
+    expect(captured[1]!.values).toHaveLength(23 + 9 + 10 + 1);
   });
 });
