@@ -30,8 +30,8 @@ export const LOG_FLUSH_INTERVAL_MS = 100;
 /**
  * The services' stdout: asynchronous, lines held until `bufferBytes` of them are there or
  * LOG_FLUSH_INTERVAL_MS passed, then written in one write. The services log a line per request
- * or per event; written one by one, each line cost a write on libuv's thread pool and two thread
- * wake-ups, a fifth of the syscalls of an ingress at 1,000 req/s. pino writes what is held
+ * or per event; written one by one, each line cost a write on libuv's thread pool and the futex
+ * wake-ups around it (futex calls were a fifth of an ingress's syscalls at 1,000 req/s, strace -c). pino writes what is held
  * synchronously when the process exits (a SIGKILL or an out-of-memory kill loses at most the
  * last 100 ms). 0 writes each line as soon as the previous write finished (sonic-boom's default).
  */
