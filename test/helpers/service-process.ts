@@ -10,8 +10,13 @@ export interface ServiceProcess {
   stdout: () => string;
   /** stdout and stderr so far. */
   output: () => string;
-  /** The first log line whose msg is `message`, parsed; waits for it (60 s), fails if the process exits first. */
-  line: (message: string) => Promise<Record<string, unknown>>;
+  /**
+   * The first log line whose msg is `message` (and, given `where`, whose fields match it), parsed;
+   * waits for it (60 s), fails if the process exits first. The services hold log lines up to
+   * 100 ms before writing them (LOG_BUFFER_BYTES), so a line is never read as soon as its request
+   * was answered: wait for it here.
+   */
+  line: (message: string, where?: (fields: Record<string, unknown>) => boolean) => Promise<Record<string, unknown>>;
   /** The admin port, from the admin server's "listening" line. */
   adminPort: () => Promise<number>;
   /** SIGTERM, and wait for the exit. */
@@ -33,11 +38,15 @@ export function startServiceProcess(main: string, env: Record<string, string>): 
   });
   child.stderr!.on('data', (c: Buffer) => (all += c.toString()));
   const exited = once(child, 'exit');
-  const line = async (message: string): Promise<Record<string, unknown>> => {
+  const line = async (message: string, where?: (fields: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> => {
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const found = stdout.split('\n').find((l) => l.includes(`"msg":"${message}"`));
-      if (found) return JSON.parse(found) as Record<string, unknown>;
+      const found = stdout
+        .split('\n')
+        .filter((l) => l.includes(`"msg":"${message}"`))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((fields) => where === undefined || where(fields));
+      if (found) return found;
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main}: no "${message}" line:\n${all}`);
       await new Promise((r) => setTimeout(r, 50));
     }

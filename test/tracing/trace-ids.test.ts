@@ -110,14 +110,10 @@ describe('trace ids in bridge trace and the console (services as processes, trac
       if (traceId !== undefined) expected.set(e.event_id, traceId);
     }
     // The ingress started the trace of the one sent without a traceparent: its request line says which.
-    const started = ingress
-      .stdout()
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as { msg?: string; event_id?: string; trace_id?: string })
-      .find((l) => l.msg === 'webhook' && l.event_id === sends[5]![0].event_id);
-    expect(started?.trace_id).toMatch(/^[0-9a-f]{32}$/);
-    expected.set(sends[5]![0].event_id, started!.trace_id!);
+    // Waited for: the ingress writes its log lines up to 100 ms after the request (LOG_BUFFER_BYTES).
+    const started = (await ingress.line('webhook', (l) => l.event_id === sends[5]![0].event_id)) as { trace_id?: string };
+    expect(started.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    expected.set(sends[5]![0].event_id, started.trace_id!);
 
     // The same event id as v1 with other content: quarantined (an anomaly row), then dead-lettered.
     const quarantineTrace = freshTraceId();
