@@ -183,6 +183,10 @@ export class LocalKafka {
       'auto.create.topics.enable=false',
       'log.retention.check.interval.ms=60000',
       'log.cleaner.backoff.ms=5000',
+      // The cleaner's key map is a heap buffer, 128 MiB by default: a third of this broker's heap,
+      // held for its whole life. 16 MiB still dedupes ~650k keys per pass (24 bytes a key at 90%
+      // load), far above what the bridge's compacted topics hold between cleanings here.
+      'log.cleaner.dedupe.buffer.size=16777216',
       'num.network.threads=2',
       'num.io.threads=4',
       'background.threads=4',

@@ -65,6 +65,44 @@ describe('coalescedCommits', () => {
     await expect(share(() => Promise.resolve())).resolves.toBeUndefined();
     expect(calls).toBe(1);
   });
+  it('with minIntervalMs, a commit asked for within the interval waits out the rest of it, shared by everyone who asks meanwhile', async () => {
+    const share = coalescedCommits({ minIntervalMs: 60 });
+    const startedAt: number[] = [];
+    const commit = () => {
+      startedAt.push(performance.now());
+      return Promise.resolve();
+    };
+    const t0 = performance.now();
+    await share(commit);
+    expect(startedAt).toHaveLength(1);
+    // Asked for right after the first ended: it waits until 60 ms after the first began.
+    const second = share(commit);
+    const third = share(commit);
+    expect(third).toBe(second);
+    await new Promise((r) => setImmediate(r));
+    expect(startedAt).toHaveLength(1);
+    await Promise.all([second, third]);
+    expect(startedAt).toHaveLength(2);
+    expect(startedAt[1]! - t0).toBeGreaterThanOrEqual(58);
+    // Asked for after the interval has passed: sent at once.
+    await new Promise((r) => setTimeout(r, 70));
+    void share(commit);
+    expect(startedAt).toHaveLength(3);
+    await share.settled();
+  });
+
+  it('with minIntervalMs, settled() waits for a commit that is waiting out its interval', async () => {
+    const share = coalescedCommits({ minIntervalMs: 40 });
+    let commits = 0;
+    const commit = () => {
+      commits += 1;
+      return Promise.resolve();
+    };
+    await share(commit);
+    void share(commit);
+    await share.settled();
+    expect(commits).toBe(2);
+  });
 });
 
 describe('createBatchHandler offset commits', () => {

@@ -9,6 +9,7 @@ import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './outbox-relay.ts';
 
 export const DEFAULT_APPLY_TRANSACTIONS = 3;
+export const DEFAULT_OFFSET_COMMIT_INTERVAL_MS = 100;
 
 export const workerEnvSchema = z.object({
   ...kafkaEnv.shape,
@@ -32,6 +33,9 @@ export const workerEnvSchema = z.object({
   // (bench:worker: 46% of the same-SQL ceiling with 1, 63% with 2, 66% with 3, 67% with 4).
   WORKER_APPLY_TRANSACTIONS: positiveIntSchema.default(DEFAULT_APPLY_TRANSACTIONS),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
+  // Offset commits at most this often (0: after every chunk, one in flight at a time); see
+  // coalescedCommits in batch-handler.ts.
+  WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   // Payload bytes per relay batch beyond its first row: within the broker's message.max.bytes.
@@ -81,6 +85,8 @@ export interface WorkerConfig {
   /** Apply transactions in flight at once (the coalescer's bound); default DEFAULT_APPLY_TRANSACTIONS. */
   applyTransactions?: number;
   sessionTimeoutMs: number;
+  /** Offset commits at most this often; default DEFAULT_OFFSET_COMMIT_INTERVAL_MS. */
+  offsetCommitIntervalMs?: number;
   maxBytesPerPartition: number;
   relayBatchSize: number;
   relayBatchBytes: number;
@@ -133,6 +139,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     partitionsConcurrency: env.WORKER_PARTITIONS_CONCURRENCY,
     applyTransactions: env.WORKER_APPLY_TRANSACTIONS,
     sessionTimeoutMs: env.WORKER_SESSION_TIMEOUT_MS,
+    offsetCommitIntervalMs: env.WORKER_OFFSET_COMMIT_INTERVAL_MS,
     maxBytesPerPartition: env.WORKER_MAX_BYTES_PER_PARTITION,
     relayBatchSize: env.RELAY_BATCH_SIZE,
     relayBatchBytes: env.RELAY_BATCH_BYTES,

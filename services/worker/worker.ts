@@ -8,7 +8,7 @@ import { startAdminServer, type AdminServer } from '#plumbing/observability/admi
 import { ping } from '#domain/store/session.ts';
 import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './batch-handler.ts';
 import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
-import type { WorkerConfig } from './config.ts';
+import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, type WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
 import type { RelayHandle } from './relay-thread.ts';
@@ -128,7 +128,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
-    offsetCommits = coalescedCommits();
+    offsetCommits = coalescedCommits({ minIntervalMs: config.offsetCommitIntervalMs ?? DEFAULT_OFFSET_COMMIT_INTERVAL_MS });
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
