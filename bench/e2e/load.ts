@@ -66,6 +66,12 @@ export interface Sent {
   status: number;
   /** The transport error's code (ECONNRESET, timeout, ...) when status is 0. */
   error?: string;
+  /** Sent on a keep-alive socket of an earlier request (false: on a connection opened for it). */
+  reusedSocket?: boolean;
+  /** When its new connection was established (wall ms); only when not reused. */
+  connected?: number;
+  /** When the request's last byte was handed to the kernel (wall ms). */
+  written?: number;
 }
 
 export interface PhaseResult {
@@ -126,6 +132,11 @@ export async function openLoop(options: OpenLoopOptions): Promise<PhaseResult> {
             res.on('error', () => resolve());
           },
         );
+        req.on('socket', (socket) => {
+          entry.reusedSocket = req.reusedSocket;
+          if (!req.reusedSocket) socket.once('connect', () => (entry.connected = wallNow()));
+        });
+        req.on('finish', () => (entry.written = wallNow()));
         req.on('timeout', () => req.destroy(new Error('timeout')));
         req.on('error', (error: NodeJS.ErrnoException) => {
           entry.status = 0;

@@ -353,7 +353,7 @@ const measured = phases.map((p) => ({ phase: p, ...stagesOf(p) }));
 // BENCH_EVENTS_CSV=<file>: every answered event's points in time (wall ms), to look for what the
 // percentiles hide (stalls that hit many events at once, a drift over a phase).
 if (process.env.BENCH_EVENTS_CSV) {
-  const rows = ['phase,event_id,status,due,ack,tx_start,commit_visible,relay_send,received'];
+  const rows = ['phase,event_id,status,due,ack,tx_start,commit_visible,relay_send,received,reused_socket,connected,written,error'];
   for (const p of phases)
     for (const s of p.load.sent) {
       const commit = commitWatch!.seen.get(s.eventId);
@@ -369,6 +369,10 @@ if (process.env.BENCH_EVENTS_CSV) {
           commit?.observed ?? '',
           record?.kafkaTimestamp ?? '',
           record?.received ?? '',
+          s.reusedSocket ?? '',
+          s.connected ?? '',
+          s.written ?? '',
+          s.error ?? '',
         ].join(','),
       );
     }

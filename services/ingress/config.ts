@@ -46,6 +46,7 @@ export const ingressEnvSchema = z.object({
   HEADERS_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.headersTimeoutMs),
   REQUEST_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.requestTimeoutMs),
   MAX_CONNECTIONS: positiveIntSchema.default(ingressDefaults.maxConnections),
+  KEEP_ALIVE_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.keepAliveTimeoutMs),
   MAX_INFLIGHT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxInflightBodyBytes),
 });
 
@@ -70,6 +71,7 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     headersTimeoutMs: env.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
     maxConnections: env.MAX_CONNECTIONS,
+    keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT_MS,
     maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
     logLevel: env.LOG_LEVEL,
     logBufferBytes: env.LOG_BUFFER_BYTES,

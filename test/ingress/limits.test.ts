@@ -61,7 +61,7 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
     topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
   });
 
-  it('MAX_CONNECTIONS and MAX_INFLIGHT_BODY_BYTES come from the environment (defaults 1024 and 64 MiB)', () => {
+  it('MAX_CONNECTIONS, MAX_INFLIGHT_BODY_BYTES and KEEP_ALIVE_TIMEOUT_MS come from the environment (defaults 1024, 64 MiB, 5 s)', () => {
     const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json' };
     const raw = {
       DEMO_SECRET: 'x'.repeat(32),
@@ -69,12 +69,51 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       DEMO_BODY_SECRET: 'y'.repeat(32),
     };
     const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
-    expect(defaults).toMatchObject({ maxConnections: 1024, maxInflightBodyBytes: 64 * 1024 * 1024, adminHost: '127.0.0.1' });
+    expect(defaults).toMatchObject({
+      maxConnections: 1024,
+      maxInflightBodyBytes: 64 * 1024 * 1024,
+      keepAliveTimeoutMs: 5000,
+      adminHost: '127.0.0.1',
+    });
     const set = ingressConfigFromEnv(
-      ingressEnvSchema.parse({ ...base, MAX_CONNECTIONS: '10', MAX_INFLIGHT_BODY_BYTES: '2048', ADMIN_HOST: '0.0.0.0' }),
+      ingressEnvSchema.parse({
+        ...base,
+        MAX_CONNECTIONS: '10',
+        MAX_INFLIGHT_BODY_BYTES: '2048',
+        KEEP_ALIVE_TIMEOUT_MS: '65000',
+        ADMIN_HOST: '0.0.0.0',
+      }),
       raw,
     );
-    expect(set).toMatchObject({ maxConnections: 10, maxInflightBodyBytes: 2048, adminHost: '0.0.0.0' });
+    expect(set).toMatchObject({ maxConnections: 10, maxInflightBodyBytes: 2048, keepAliveTimeoutMs: 65000, adminHost: '0.0.0.0' });
+    expect(() => ingressEnvSchema.parse({ ...base, KEEP_ALIVE_TIMEOUT_MS: '0' })).toThrow();
+  });
+
+  it('closes a keep-alive connection left idle past keepAliveTimeoutMs, and keeps one that is not', async () => {
+    const ingress = await startTestIngress(testBrokers(), topic, { keepAliveTimeoutMs: 300 });
+    const longer = await startTestIngress(testBrokers(), topic, { keepAliveTimeoutMs: 60_000 });
+    const idle = new RawClient(port(ingress));
+    await idle.connected();
+    const kept = new RawClient(port(longer));
+    await kept.connected();
+    try {
+      for (const c of [idle, kept]) {
+        c.head('/webhooks/acme', { 'Content-Length': '2' });
+        c.socket.write('{}');
+        await waitFor(() => c.status() !== undefined, 5000, 'an answer');
+        expect(c.status()).toBe(401);
+        expect(c.header('Connection')?.toLowerCase()).toBe('keep-alive');
+      }
+      const answered = Date.now();
+      await waitFor(() => idle.closed, 5000, 'the idle connection to be closed');
+      expect(Date.now() - answered).toBeGreaterThanOrEqual(250);
+      expect(kept.closed).toBe(false);
+    } finally {
+      idle.socket.destroy();
+      kept.socket.destroy();
+      await ingress.close();
+      await longer.close();
+    }
   });
 
   it('refuses connections over maxConnections and counts them', async () => {
