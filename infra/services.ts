@@ -32,10 +32,17 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   // live); a 96 MB old generation and two glibc malloc arenas keep it at 131-139 MB at the same
   // rate and CPU, and at ~280 MB (not 1.1 GB) under 128 concurrent 860 KiB webhooks
   // (bench/results/footprint.md).
+  // --concurrent-turbofan-max-threads=1 (V8's default is 4), for both services: about 10,000
+  // requests after a start V8 moves the whole request path (the HTTP parser, verify, publish,
+  // respond: dozens of functions at once) from Maglev to TurboFan, 10-55 ms of compilation each. On
+  // four threads that burst took both cores of a 2-core machine for ~300 ms and stalled every
+  // process on it; at 1,000 req/s POST -> ack p99 was 258 / 73 / 180 / 297 / 101 ms against 82 / 79
+  // / 70 / 57 / 78 with one compiler thread, POST -> applied 296 / 171 / 234 / 349 / 192 against
+  // 139 / 183 / 119 / 105 / 173 ms (bench:e2e, five rounds, alternating).
   ingress: {
     kind: 'ingress',
     main: 'services/ingress/main.ts',
-    nodeArgs: ['--max-semi-space-size=8', '--max-old-space-size=96'],
+    nodeArgs: ['--max-semi-space-size=8', '--max-old-space-size=96', '--concurrent-turbofan-max-threads=1'],
     env: { MALLOC_ARENA_MAX: '2' },
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
@@ -51,7 +58,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   worker: {
     kind: 'worker',
     main: 'services/worker/main.ts',
-    nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96', '--heap-growing-percent=100'],
+    nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96', '--heap-growing-percent=100', '--concurrent-turbofan-max-threads=1'],
     env: {},
     defaultAdminPort: DEFAULTS.adminPort.worker,
   },

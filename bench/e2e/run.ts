@@ -51,6 +51,8 @@ const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_DRAIN_TIMEOUT_MS ?? 30_000);
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 100_000);
 const KEEP = process.env.BENCH_KEEP === '1';
 // Extra Node flags for both services, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (not allowed in NODE_OPTIONS).
+// The load generator's V8 flags (npm run bench:e2e sets --concurrent-turbofan-max-threads=1).
+const generatorFlags = process.execArgv.filter((a) => /^--(concurrent-turbofan|max-semi|max-old)/.test(a)).join(' ');
 const SERVICE_NODE_ARGS = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
 if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(DURATION_MS > 0) || !(WARMUP_MS >= 0)) {
   console.error('usage: npm run bench:e2e [-- --rates=100,500,1000 --duration-ms=12000 --warmup-ms=5000]');
@@ -467,7 +469,7 @@ processes seen on the machine during the run (command lines sampled every second
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${ingress.args.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
 (\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
-flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process, open loop at a fixed rate
+flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);
 ${WARMUP_MS > 0 ? `a ${WARMUP_MS / 1000} s warm-up at ${WARMUP_RATE} req/s, then ` : ''}${measuredRates.map((m) => m.phase.rate.toLocaleString('en')).join(', ')} req/s for ${DURATION_MS / 1000} s each, each phase drained (every 2xx on the applied topic) before the next.
