@@ -107,7 +107,7 @@ describe('coalescedCommits', () => {
 
 describe('createBatchHandler offset commits', () => {
   // A fake eachBatch payload: the handler's only Kafka contact is through these functions.
-  function setup(running: { value: boolean }) {
+  function setup(running: { value: boolean }, stopping?: () => boolean) {
     const registry = new Registry();
     const metrics = createWorkerMetrics(registry, async () => 0);
     const commits: Array<{ offsets: string[]; release: () => void }> = [];
@@ -120,6 +120,7 @@ describe('createBatchHandler offset commits', () => {
       metrics,
       crashPoints: createCrashPoints(undefined, 1),
       onFailure: async () => 'handled',
+      ...(stopping ? { stopping } : {}),
     });
     const payload = (offsets: string[]) =>
       ({
@@ -161,6 +162,24 @@ describe('createBatchHandler offset commits', () => {
     expect(done).toBe(false);
     commits.forEach((c) => c.release());
     await new Promise((r) => setTimeout(r, 10));
+    commits.forEach((c) => c.release());
+    await handled;
+    expect(done).toBe(true);
+  });
+
+  it('waits for the commit when the worker is stopping though the consumer still runs (its close awaits commits before disconnecting)', async () => {
+    // worker.close() waits for the commits it sees, then disconnects: a batch that ends in between
+    // must not leave its commit in the background, where it would land after the consumer left.
+    const worker = { stopping: true };
+    const { handler, payload, commits } = setup({ value: true }, () => worker.stopping);
+    let done = false;
+    const handled = handler(payload(['1', '2'])).then(() => (done = true));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(commits.length).toBeGreaterThan(0);
+    expect(done).toBe(false);
+    commits.forEach((c) => c.release());
+    await new Promise((r) => setTimeout(r, 10));
+    expect(commits.at(-1)!.offsets).toEqual(['1', '2']);
     commits.forEach((c) => c.release());
     await handled;
     expect(done).toBe(true);

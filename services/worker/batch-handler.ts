@@ -23,6 +23,13 @@ export interface BatchHandlerOptions {
   afterApply?: (results: readonly ApplyResult[]) => void;
   /** The shared offset commits; the worker awaits their settling before the consumer leaves. */
   commits?: CoalescedCommits;
+  /**
+   * The worker is shutting down (worker.close() has begun). kafkajs still reports the consumer as
+   * running until its disconnect starts, and close() waits only for the commits it sees before
+   * disconnecting: a batch that ends in between waits for its own commit instead of leaving it in
+   * the background, where it would run after the consumer left the group.
+   */
+  stopping?: () => boolean;
 }
 
 /**
@@ -140,7 +147,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
       }
       // Stopping or revoked: wait for the commit (commitSync on close), so what is applied is
       // committed before the consumer leaves its group.
-      if (!isRunning() || isStale()) await commit();
+      if (!isRunning() || isStale() || options.stopping?.()) await commit();
     } catch (error) {
       // Commit what is durable before the error surfaces, so a restart does not redo it.
       await commit().catch(() => {});

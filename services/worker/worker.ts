@@ -145,6 +145,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         afterCommit: () => startedRelay.nudge(),
         ...(reconcile ? { afterApply: reconcile.onResults } : {}),
         commits: offsetCommits,
+        stopping: () => state.stopping,
       }),
     });
     // Retry topics go through the same applier (fault injection included) as the main topic.
