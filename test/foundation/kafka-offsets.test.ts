@@ -57,6 +57,24 @@ describe('the real Kafka broker', () => {
     expect(configs.resources[0]!.configEntries[0]!.configValue).toBe('compact');
   });
 
+  it('a created topic set is usable by a new client as soon as ensureTopics returns (the broker publishes new topics to its metadata cache a little after CreateTopics answers)', async () => {
+    // Several sets at once load the broker as a parallel test run or a fleet's first start does.
+    const sets = await Promise.all(Array.from({ length: 6 }, () => createTestTopics(kafka)));
+    await Promise.all(
+      sets.map(async ({ names }) => {
+        const fresh = testKafka();
+        const consumer = fresh.consumer({ groupId: uniqueName('visible') });
+        await consumer.connect();
+        try {
+          // subscribe reads the metadata once, without retrying an unknown topic.
+          await consumer.subscribe({ topics: [names.events, names.applied, names.dlq, ...names.retries], fromBeginning: true });
+        } finally {
+          await consumer.disconnect();
+        }
+      }),
+    );
+  });
+
   it('never auto-creates a topic on produce', async () => {
     const producer = kafka.producer({ allowAutoTopicCreation: true, retry: { retries: 1 } });
     await producer.connect();

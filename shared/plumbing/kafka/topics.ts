@@ -84,6 +84,38 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[], replication
   }
 }
 
+/** How long ensureTopics waits for the topics it created to show in the broker's metadata. */
+const METADATA_WAIT_MS = 30_000;
+const NOT_YET_IN_METADATA = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE']);
+
+/**
+ * CreateTopics answers once the controller has recorded the topics; a broker serves them in its
+ * metadata a little later (KRaft brokers apply the record asynchronously; under load that took
+ * over a second here). A client that subscribes in that gap gets UNKNOWN_TOPIC_OR_PARTITION, and
+ * kafkajs's subscribe does not retry it: a worker started right after the topics were created
+ * failed its start. So ensureTopics returns only once every created topic has a leader for every
+ * partition.
+ */
+async function untilInMetadata(admin: Admin, names: string[], timeoutMs = METADATA_WAIT_MS): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (let delay = 50; ; delay = Math.min(delay * 2, 1000)) {
+    let seen = 0;
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: names });
+      seen = topics.filter((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)).length;
+      if (seen === names.length) return;
+    } catch (error) {
+      if (!NOT_YET_IN_METADATA.has((error as { type?: string }).type ?? '')) throw error;
+    }
+    if (performance.now() >= deadline) {
+      throw new Error(
+        `created topics not in the broker's metadata with leaders after ${timeoutMs} ms (${seen} of ${names.length}): ${names.join(', ')}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
 async function ensureTopicsOnce(admin: Admin, specs: TopicSpec[], replicationFactor: number): Promise<EnsureTopicsResult> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
@@ -100,6 +132,10 @@ async function ensureTopicsOnce(admin: Admin, specs: TopicSpec[], replicationFac
       // Another process may have created them between list and create; that is fine.
       if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
     }
+    await untilInMetadata(
+      admin,
+      missing.map((s) => s.name),
+    );
   }
   const present = specs.filter((s) => existing.has(s.name));
   if (present.length > 0) {
