@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import type { EachBatchPayload, Kafka } from 'kafkajs';
+import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
@@ -61,32 +61,43 @@ export interface ReadRecord {
   headers: Record<string, string>;
 }
 
+/** How long the last stable offsets must stay put before readTopic trusts them as the end. */
+const STABLE_FOR_MS = 250;
+
 /**
- * Reads every committed record of a topic up to the current high watermarks, sorted by partition
- * and offset. A partition is done once the consumer's position reaches its watermark: on a
- * transactional topic (the applied topic) the last offsets may be commit markers, which a consumer
- * never sees as records, and aborted records are skipped (kafkajs reads committed by default).
+ * Reads every committed record of a topic up to its current end, sorted by partition and offset.
+ *
+ * The end is the last stable offset (kafkajs's admin lists offsets read_committed): on the
+ * transactional applied topic it stays below a transaction whose commit has returned until the
+ * broker has written that transaction's markers, which it does a little later. A test that saw the
+ * outbox drained and read at once could miss the last batch (version-property did, under load). So
+ * the end is read again after the consumer reached it, and reading goes on until it stays put for
+ * STABLE_FOR_MS. A partition is done once the consumer's position reaches its end: the last offsets
+ * may be commit markers, which a consumer never sees as records, and aborted records are skipped.
  */
 export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
+  const deadline = performance.now() + timeoutMs;
   const admin = kafka.admin();
   await admin.connect();
-  const ends = await admin.fetchTopicOffsets(topic);
-  await admin.disconnect();
-  const target = new Map(ends.filter((e) => Number(e.high) > Number(e.low)).map((e) => [e.partition, Number(e.high)]));
+  const ends = async () =>
+    new Map((await admin.fetchTopicOffsets(topic)).map((e) => [e.partition, { low: Number(e.low), high: Number(e.high) }]));
   const out: ReadRecord[] = [];
-  if (target.size === 0) return out;
-  const pending = new Set(target.keys());
-  const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  const done = new Promise<void>((resolve, reject) => {
+  // The next offset the reader will see, per partition (END_BATCH_PROCESS counts markers and aborted records too).
+  const reached = new Map<number, number>();
+  let consumer: Consumer | undefined;
+  let failure: unknown;
+  const startReader = async () => {
+    consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      reached.set(payload.partition, Math.max(reached.get(payload.partition) ?? 0, Number(payload.lastOffset) + 1));
+    });
     consumer
       .run({
         autoCommit: false,
         eachBatch: async ({ batch }: EachBatchPayload) => {
-          const end = target.get(batch.partition) ?? 0;
           for (const message of batch.messages) {
-            if (Number(message.offset) >= end) break;
             out.push({
               partition: batch.partition,
               offset: message.offset,
@@ -97,29 +108,31 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
           }
         },
       })
-      .catch(reject);
-    // Also fired for batches of only markers or aborted records, which never reach eachBatch;
-    // lastOffset counts those too.
-    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
-      if (Number(payload.lastOffset) + 1 >= (target.get(payload.partition) ?? 0)) pending.delete(payload.partition);
-      if (pending.size === 0) resolve();
-    });
-  });
-  let timer: NodeJS.Timeout | undefined;
+      .catch((error: unknown) => (failure = error));
+  };
   try {
-    await Promise.race([
-      done,
-      new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`read ${out.length} records of ${topic}; partitions ${[...pending].join(',')} not read to their end`)),
-          timeoutMs,
-        );
-      }),
-    ]);
+    let target = await ends();
+    const behind = () => [...target].filter(([p, { low, high }]) => high > low && (reached.get(p) ?? low) < high).map(([p]) => p);
+    for (;;) {
+      while (behind().length > 0) {
+        if (failure !== undefined) throw failure;
+        if (performance.now() > deadline) {
+          throw new Error(`read ${out.length} records of ${topic}; partitions ${behind().join(',')} not read to their end`);
+        }
+        if (consumer === undefined) await startReader();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await new Promise((r) => setTimeout(r, STABLE_FOR_MS));
+      const again = await ends();
+      if ([...again].every(([p, { high }]) => target.get(p)?.high === high)) break;
+      target = again;
+    }
+    const end = (partition: number) => target.get(partition)?.high ?? 0;
+    return out
+      .filter((r) => Number(r.offset) < end(r.partition))
+      .sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
   } finally {
-    clearTimeout(timer);
-    await consumer.disconnect();
+    await consumer?.disconnect();
+    await admin.disconnect();
   }
-  out.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
-  return out;
 }
