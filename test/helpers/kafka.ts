@@ -81,7 +81,8 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
   await admin.connect();
   const ends = async () =>
     new Map((await admin.fetchTopicOffsets(topic)).map((e) => [e.partition, { low: Number(e.low), high: Number(e.high) }]));
-  const out: ReadRecord[] = [];
+  // By partition and offset: a consumer kafkajs restarts after an error reads from the start again.
+  const out = new Map<string, ReadRecord>();
   // The next offset the reader will see, per partition (END_BATCH_PROCESS counts markers and aborted records too).
   const reached = new Map<number, number>();
   let consumer: Consumer | undefined;
@@ -98,7 +99,7 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
         autoCommit: false,
         eachBatch: async ({ batch }: EachBatchPayload) => {
           for (const message of batch.messages) {
-            out.push({
+            out.set(`${batch.partition}:${message.offset}`, {
               partition: batch.partition,
               offset: message.offset,
               key: message.key?.toString() ?? '',
@@ -117,7 +118,7 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
       while (behind().length > 0) {
         if (failure !== undefined) throw failure;
         if (performance.now() > deadline) {
-          throw new Error(`read ${out.length} records of ${topic}; partitions ${behind().join(',')} not read to their end`);
+          throw new Error(`read ${out.size} records of ${topic}; partitions ${behind().join(',')} not read to their end`);
         }
         if (consumer === undefined) await startReader();
         await new Promise((r) => setTimeout(r, 20));
@@ -128,7 +129,7 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
       target = again;
     }
     const end = (partition: number) => target.get(partition)?.high ?? 0;
-    return out
+    return [...out.values()]
       .filter((r) => Number(r.offset) < end(r.partition))
       .sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
   } finally {
