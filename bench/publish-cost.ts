@@ -16,6 +16,7 @@ import { KAFKA_VERSION } from '../infra/kafka/local-kafka.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer, TRANSACTION_RETRY_INITIAL_MS } from '#plumbing/kafka/producers.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
+import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/outbox-relay.ts';
 import { brokerAge, cpuSnapshot } from './lib/cpu.ts';
 import { cpuCalibrationMs } from './lib/machine.ts';
 import { fmt, summarise } from './lib/stats.ts';
@@ -43,8 +44,11 @@ interface Kind {
 }
 const plain = createIdempotentProducer(kafka);
 const transactional = createIdempotentProducer(kafka, { transactionalId: `bench-publish-cost-${stamp}` });
+// The relay's own producer: transactional lanes taken in turn (shared/plumbing/kafka/transaction-lanes.ts).
+const relay = createRelayProducer(kafka, `bench-publish-cost-relay-${stamp}`, logger, 10_000);
 await plain.connect();
 await transactional.connect();
+await relay.connect();
 const inTransaction = (producer: Producer, count: number) => async (n: number) => {
   const transaction = await producer.transaction();
   await transaction.send({ topic, acks: -1, messages: records(n, count) });
@@ -54,6 +58,10 @@ const kinds: Kind[] = [
   { name: 'idempotent send, 1 record (the ingress)', once: (n) => plain.send({ topic, acks: -1, messages: records(n, 1) }).then(() => {}) },
   { name: 'transaction, 1 record (the relay, one event per pass)', once: inTransaction(transactional, 1) },
   { name: 'transaction, 10 records over the partitions', once: inTransaction(transactional, 10) },
+  {
+    name: `transaction, 1 record, the relay's ${RELAY_TRANSACTION_LANES} lanes in turn`,
+    once: (n) => relay.use((p) => inTransaction(p, 1)(n), 10_000, 'relay_send_timeout', 'bench'),
+  },
   { name: 'nothing sent (the broker idle, for reference)', once: async () => {} },
 ];
 
@@ -93,6 +101,7 @@ for (const RATE of RATES) {
 const calibrationAfter = cpuCalibrationMs();
 await plain.disconnect();
 await transactional.disconnect();
+await relay.close();
 await admin.deleteTopics({ topics: [topic] });
 await admin.disconnect();
 

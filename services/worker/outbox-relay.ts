@@ -21,7 +21,7 @@ import type { Logger } from '#plumbing/logging/logger.ts';
 import { endSpanWithError, SpanKind, type Span, type Tracing } from '#plumbing/observability/tracing.ts';
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
-import type { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
+import { TransactionLanes, type ProducerUse } from '#plumbing/kafka/transaction-lanes.ts';
 import type { CrashPoints } from './crash-points.ts';
 import { RelayLeadership } from './relay-leadership.ts';
 
@@ -53,7 +53,7 @@ export interface Leadership {
 export interface OutboxRelayOptions {
   pool: Pool;
   /** Transactional (see createRelayProducer): a replacement fences whatever its predecessor still sends. */
-  producer: RecoveringProducer;
+  producer: ProducerUse;
   leadership: Leadership;
   topic: string;
   batchSize: number;
@@ -76,15 +76,40 @@ export interface OutboxRelayOptions {
 }
 
 /**
- * The relay's producer: transactional with one fixed transactional.id for every worker of the
- * bridge. A send that timed out cannot be cancelled in kafkajs (it retries for a long while, and a
- * frozen broker may still hold its request in a socket buffer); the replacement producer's
- * InitProducerId bumps the epoch, so the broker refuses the old send if it ever arrives, and
- * aborts its open transaction. Without that, two workers (or one, after a timeout) could land an
- * older batch after a newer one: `K v2, K v1`, and compaction would keep v1.
+ * How many transactional ids the relay takes in turn (TransactionLanes). One producer back to
+ * back runs about 40-55 transactions a second here, each waiting for the previous commit's markers;
+ * two run 280-310 (bench/publish-cost.ts, test/relay/back-to-back-transactions.test.ts).
  */
-export function createRelayProducer(kafka: Kafka, transactionalId: string, logger: Logger, connectTimeoutMs: number): RecoveringProducer {
-  return createRecoveringProducer(kafka, { name: 'outbox-relay', logger, connectTimeoutMs, transactionalId, transactionTimeoutMs: 60_000 });
+export const RELAY_TRANSACTION_LANES = Number(process.env.RELAY_TRANSACTION_LANES ?? 2);
+
+/**
+ * The relay's producer: transactional, with fixed transactional ids shared by every worker of the
+ * bridge (`transactionalId`, then `transactionalId.1`, ... for further lanes). A send that timed
+ * out cannot be cancelled in kafkajs (it retries for a long while, and a frozen broker may still
+ * hold its request in a socket buffer); the replacement producer's InitProducerId bumps the epoch,
+ * so the broker refuses the old send if it ever arrives, and aborts its open transaction. Without
+ * that, two workers (or one, after a timeout) could land an older batch after a newer one:
+ * `K v2, K v1`, and compaction would keep v1. TransactionLanes initialises every id again after
+ * any failure, so this holds for each lane.
+ */
+export function createRelayProducer(
+  kafka: Kafka,
+  transactionalId: string,
+  logger: Logger,
+  connectTimeoutMs: number,
+  lanes = RELAY_TRANSACTION_LANES,
+): ProducerUse {
+  return new TransactionLanes(
+    Array.from({ length: lanes }, (_, lane) =>
+      createRecoveringProducer(kafka, {
+        name: lane === 0 ? 'outbox-relay' : `outbox-relay-${lane}`,
+        logger,
+        connectTimeoutMs,
+        transactionalId: lane === 0 ? transactionalId : `${transactionalId}.${lane}`,
+        transactionTimeoutMs: 60_000,
+      }),
+    ),
+  );
 }
 
 export interface RelayPartsSettings {

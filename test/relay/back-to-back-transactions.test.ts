@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Producer } from 'kafkajs';
+import type { Kafka, Producer } from 'kafkajs';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
-import { createLogger } from '#plumbing/logging/logger.ts';
+import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
+import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/outbox-relay.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 
@@ -26,6 +27,9 @@ describe('back-to-back transactions on the relay producer', () => {
   const lines: RetryLine[] = [];
   let producer: Producer;
   let topic: string;
+  let kafka: Kafka;
+  let logger: Logger;
+  const retries = (from = 0) => lines.slice(from).filter((l) => l.msg.startsWith('Failed to send messages') && l.retryTime !== undefined);
 
   beforeAll(async () => {
     topic = uniqueName('txn-race');
@@ -33,8 +37,8 @@ describe('back-to-back transactions on the relay producer', () => {
     await admin.connect();
     await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1 }], waitForLeaders: true });
     await admin.disconnect();
-    const logger = createLogger({ name: 'relay', level: 'error' }, { write: (line: string) => lines.push(JSON.parse(line) as RetryLine) });
-    const kafka = createKafka({ brokers: testBrokers(), clientId: uniqueName('relay'), logger });
+    logger = createLogger({ name: 'relay', level: 'error' }, { write: (line: string) => lines.push(JSON.parse(line) as RetryLine) });
+    kafka = createKafka({ brokers: testBrokers(), clientId: uniqueName('relay'), logger });
     producer = createIdempotentProducer(kafka, { transactionalId: uniqueName('txn-race') });
     await producer.connect();
   });
@@ -43,7 +47,6 @@ describe('back-to-back transactions on the relay producer', () => {
   });
 
   it('retries a transaction that meets the previous commit still in progress within tens of ms, not after 100', async () => {
-    const retries = () => lines.filter((l) => l.msg.startsWith('Failed to send messages') && l.retryTime !== undefined);
     const deadline = Date.now() + 40_000;
     let transactions = 0;
     // Back to back, every partition in each: the window after EndTxn is a few ms, so the race
@@ -80,5 +83,37 @@ describe('back-to-back transactions on the relay producer', () => {
     expect(count('EndTxn')).toBe(50);
     // kafkajs calls FindCoordinator "GroupCoordinator"; unpatched it sent 100 here (2 per transaction).
     expect(count('GroupCoordinator')).toBeLessThanOrEqual(1);
+  }, 60_000);
+
+  it('takes its transactional ids in turn, so that a transaction does not wait for the previous commit (TransactionLanes)', async () => {
+    const TRANSACTIONS = 150;
+    const run = async (lanes: number) => {
+      const relay = createRelayProducer(kafka, uniqueName('txn-lanes'), logger, 10_000, lanes);
+      await relay.connect();
+      const from = lines.length;
+      try {
+        for (let i = 0; i < TRANSACTIONS; i += 1) {
+          await relay.use(
+            async (p) => {
+              const transaction = await p.transaction();
+              await transaction.send({ topic, acks: -1, messages: [{ partition: i % PARTITIONS, key: `lane-${i}`, value: String(i) }] });
+              await transaction.commit();
+            },
+            10_000,
+            'relay_send_timeout',
+            'back-to-back',
+          );
+        }
+      } finally {
+        await relay.close();
+      }
+      return retries(from).length;
+    };
+    // One id: nearly every transaction meets the previous commit's markers still being written
+    // (CONCURRENT_TRANSACTIONS, a 20 ms retry). The relay's lanes: a few in a hundred at most.
+    const one = await run(1);
+    const lanes = await run(RELAY_TRANSACTION_LANES);
+    expect(one, `one transactional id: ${one} retries in ${TRANSACTIONS} transactions`).toBeGreaterThan(TRANSACTIONS / 3);
+    expect(lanes, `${RELAY_TRANSACTION_LANES} lanes: ${lanes} retries, one id: ${one}`).toBeLessThan(one / 4);
   }, 60_000);
 });

@@ -42,7 +42,18 @@ export class RecoveringProducer {
 
   /** Connects the first producer now (start-up fails fast when the broker is unreachable). */
   async connect(): Promise<void> {
-    await this.#producer();
+    const current = this.#producer();
+    try {
+      await current;
+    } catch (error) {
+      this.#discard(current, error, `${this.#o.name} producer connect`);
+      throw error;
+    }
+  }
+
+  /** Discards the current producer (if any): the next use gets a new one. */
+  replace(error: unknown, what: string): void {
+    if (this.#current !== undefined) this.#discard(this.#current, error, what);
   }
 
   /**
