@@ -80,7 +80,7 @@ export interface OutboxRelayOptions {
  * back runs about 40-55 transactions a second here, each waiting for the previous commit's markers;
  * two run 280-310 (bench/publish-cost.ts, test/relay/back-to-back-transactions.test.ts).
  */
-export const RELAY_TRANSACTION_LANES = Number(process.env.RELAY_TRANSACTION_LANES ?? 2);
+export const RELAY_TRANSACTION_LANES = 2;
 
 /**
  * The relay's producer: transactional, with fixed transactional ids shared by every worker of the
