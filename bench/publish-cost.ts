@@ -135,6 +135,9 @@ flight; the transactional one with its first CONCURRENT_TRANSACTIONS retry after
 ${SECONDS} s at a fixed rate (${RATES.join(' and ')} operations a second), one operation after the other (the next starts when the
 previous ended, so a kind that cannot keep the rate runs as fast as it can), the kinds alternating, ${ROUNDS} rounds per rate. Broker CPU is its process's
 user + system time from /proc; "extra" takes off what the broker used idle in the same run (median of the idle rounds).
+The relay's lanes are transactional producers with ids of their own taken in turn (shared/plumbing/kafka/transaction-lanes.ts):
+when one id's transaction starts right after its previous commit, the broker is still writing that commit's markers and refuses
+it (CONCURRENT_TRANSACTIONS) until they are written, which is what caps one id back to back well below 100 a second.
 
 Medians over the rounds (latency over every operation of the kind):
 
