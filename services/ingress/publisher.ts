@@ -243,11 +243,17 @@ export class BatchingPublisher {
         // go again, each alone, ahead of what queued since (the oldest deadlines stay first).
         // Records of other partitions in the same request may already be written: those are
         // published twice, which the worker's deduplication absorbs (at-least-once).
+        // kafkajs has rolled back the sequence numbers of every partition of the request, also of
+        // those the broker wrote: on this producer the next record there would reuse a written
+        // record's sequence and be acknowledged as its duplicate without being written. A new
+        // producer (new producer id) sends them. One record alone touched one partition, whose
+        // rollback is exact: its producer stays.
         if (batch.length > 1) {
           const retry = batch.filter((p) => !p.settled);
           for (const p of retry) p.alone = true;
           this.queue.unshift(...retry);
           this.log.warn({ records: retry.length }, 'batch too large for the broker; sending its records one by one');
+          this.replaceProducer('batch too large for the broker', producer);
           return;
         }
         for (const p of batch) this.settle(p, new PublishError('record_too_large', 'record too large for the broker', error));
