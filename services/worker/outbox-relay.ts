@@ -21,7 +21,7 @@ import type { Logger } from '#plumbing/logging/logger.ts';
 import { endSpanWithError, SpanKind, type Span, type Tracing } from '#plumbing/observability/tracing.ts';
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
-import { TransactionLanes, type ProducerUse } from '#plumbing/kafka/transaction-lanes.ts';
+import { TransactionLanes, type FencedProducerUse } from '#plumbing/kafka/transaction-lanes.ts';
 import type { CrashPoints } from './crash-points.ts';
 import { RelayLeadership } from './relay-leadership.ts';
 
@@ -46,14 +46,17 @@ type Pass =
 
 /** Who may publish (services/worker/relay-leadership.ts). */
 export interface Leadership {
+  /** Whether this relay leads (taking the lead when it is free); may trust what it last heard. */
   hold(): Promise<boolean>;
+  /** Asks the database now whether this relay still leads. */
+  confirm(): Promise<boolean>;
   release(): Promise<void>;
 }
 
 export interface OutboxRelayOptions {
   pool: Pool;
   /** Transactional (see createRelayProducer): a replacement fences whatever its predecessor still sends. */
-  producer: ProducerUse;
+  producer: FencedProducerUse;
   leadership: Leadership;
   topic: string;
   batchSize: number;
@@ -98,7 +101,7 @@ export function createRelayProducer(
   logger: Logger,
   connectTimeoutMs: number,
   lanes = RELAY_TRANSACTION_LANES,
-): ProducerUse {
+): FencedProducerUse {
   return new TransactionLanes(
     Array.from({ length: lanes }, (_, lane) =>
       createRecoveringProducer(kafka, {
@@ -191,6 +194,8 @@ export class OutboxRelay {
   #heldBackSince: number | undefined;
   #cluster: string | null | undefined;
   #lastHeldBackWarning = 0;
+  /** The last pass found this relay leading: its producers were fenced as leader. */
+  #leading = false;
 
   readonly #sender: PartitionedSender | undefined;
 
@@ -316,7 +321,23 @@ export class OutboxRelay {
 
   async #pass(): Promise<Pass> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
-    if (!(await leadership.hold())) return { kind: 'not-leader' };
+    if (!(await leadership.hold())) {
+      this.#leading = false;
+      return { kind: 'not-leader' };
+    }
+    // A leader newly in office fences with new producers: another leader may have bumped the
+    // epochs of the ones it held before.
+    if (!this.#leading) producer.refence('relay leadership acquired: fencing with new producers');
+    this.#leading = true;
+    // Fence, then confirm, then read. A relay that read first, froze past its leadership and then
+    // initialised its transactional ids would fence the leader that took over meanwhile and commit
+    // its stale rows after that leader's newer ones (K v1, K v2, K v1). Fenced before the read, it
+    // is fenced in turn by any leader that starts after it read, and that leader re-reads.
+    await producer.fence(sendTimeoutMs, 'relay_send_timeout', 'applied topic publish');
+    if (!(await leadership.confirm())) {
+      this.#leading = false;
+      return { kind: 'not-leader' };
+    }
     this.#more = false;
     const { position, rows, cut } = await readNextOutbox(pool, { limit: batchSize, maxBytes: this.#o.batchBytes ?? RELAY_BATCH_BYTES });
     const cluster = await this.#clusterId();
@@ -352,16 +373,20 @@ export class OutboxRelay {
     // of this one that reached the coordinator before the replacement's InitProducerId would put
     // them on the topic twice, older versions after newer ones.
     let abandoned = false;
+    let committed = false;
     try {
-      await producer.use(
+      committed = await producer.use(
         async (p) => {
           const transaction = await p.transaction();
           await (this.#sender ? this.#sender.send(request, transaction) : transaction.send(request));
-          if (abandoned) {
+          // Still the leader right before the commit: a relay that lost it meanwhile leaves the rows
+          // to the new leader (which has fenced it, unless it has not started yet).
+          if (abandoned || !(await leadership.confirm())) {
             await transaction.abort().catch(() => {});
-            return;
+            return false;
           }
           await transaction.commit();
+          return true;
         },
         sendTimeoutMs,
         'relay_send_timeout',
@@ -371,6 +396,13 @@ export class OutboxRelay {
       abandoned = true;
       if (spans) for (const span of spans) endSpanWithError(span, error);
       throw error;
+    }
+    if (!committed) {
+      this.#leading = false;
+      const lost = new Error('relay leadership lost before the commit');
+      if (spans) for (const span of spans) endSpanWithError(span, lost);
+      this.#o.logger.warn({ rows: rows.length }, 'outbox relay lost its leadership before the commit: the batch was aborted');
+      return { kind: 'not-leader' };
     }
     if (spans) for (const span of spans) span.end();
     crashPoints.reach('after-publish-before-mark');

@@ -39,6 +39,24 @@ export class RelayLeadership {
     return this.#client !== undefined && !this.#lost;
   }
 
+  /**
+   * A round trip on the leader session: true while it is alive, and so still holds the lock (a
+   * session-level advisory lock ends only with its session or an unlock). hold() trusts what the
+   * client has reported so far, which after a freeze may not yet include that the server ended the
+   * session; this asks the server.
+   */
+  async confirm(): Promise<boolean> {
+    const client = this.#client;
+    if (client === undefined || this.#lost) return false;
+    try {
+      await ping(client);
+      return !this.#lost;
+    } catch {
+      this.#lost = true;
+      return false;
+    }
+  }
+
   /** True while this relay holds the lock; otherwise tries to take it (at most every retryMs). */
   async hold(): Promise<boolean> {
     if (this.isLeader) return true;

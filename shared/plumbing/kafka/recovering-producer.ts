@@ -51,9 +51,9 @@ export class RecoveringProducer {
     }
   }
 
-  /** Discards the current producer (if any): the next use gets a new one. */
-  replace(error: unknown, what: string): void {
-    if (this.#current !== undefined) this.#discard(this.#current, error, what);
+  /** Discards the current producer (if any): the next use gets a new one. `quiet`: nothing failed, no warning. */
+  replace(error: unknown, what: string, quiet = false): void {
+    if (this.#current !== undefined) this.#discard(this.#current, error, what, quiet);
   }
 
   /**
@@ -108,13 +108,14 @@ export class RecoveringProducer {
     return this.#current;
   }
 
-  #discard(which: Promise<Producer>, error: unknown, what: string): void {
+  #discard(which: Promise<Producer>, error: unknown, what: string, quiet = false): void {
     if (this.#current !== which) return;
     this.#current = undefined;
-    this.#o.logger.warn(
-      { err: error, producer: this.#o.name, generation: this.#generation },
-      `${what} failed; the producer is replaced before the next send`,
-    );
+    if (!quiet)
+      this.#o.logger.warn(
+        { err: error, producer: this.#o.name, generation: this.#generation },
+        `${what} failed; the producer is replaced before the next send`,
+      );
     void which.then((p) => p.disconnect()).catch(() => {});
   }
 }

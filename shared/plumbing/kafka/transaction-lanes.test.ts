@@ -52,6 +52,26 @@ function setup() {
 }
 
 describe('TransactionLanes', () => {
+  it('fences on demand: fence() initialises every lane once, refence() makes the next fence start over with new producers', async () => {
+    const { events, lanes, send } = setup();
+    await lanes.fence(1_000, 'relay_send_timeout', 'test');
+    await lanes.fence(1_000, 'relay_send_timeout', 'test');
+    await send();
+    lanes.refence('leadership acquired');
+    await lanes.fence(1_000, 'relay_send_timeout', 'test');
+    await send();
+    expect(events).toEqual([
+      'a#1: initialised',
+      'b#1: initialised',
+      'a#1: sent',
+      'a#1: replaced',
+      'b#1: replaced',
+      'a#2: initialised',
+      'b#2: initialised',
+      'b#2: sent',
+    ]);
+  });
+
   it('initialises every lane before the first send, then takes the lanes in turn', async () => {
     const { events, send } = setup();
     for (let i = 0; i < 4; i += 1) await send();

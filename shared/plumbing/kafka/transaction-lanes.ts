@@ -8,10 +8,21 @@ export interface ProducerUse {
   close(): Promise<void>;
 }
 
+/**
+ * A transactional publisher that is fenced on demand: the outbox relay fences before it reads the
+ * rows it will send, never after (see OutboxRelay).
+ */
+export interface FencedProducerUse extends ProducerUse {
+  /** Initialises every transactional id unless that was done since the last failure or refence(). */
+  fence(timeoutMs: number, code: ErrorCode, what: string): Promise<void>;
+  /** Discards every producer: the next fence() (or use()) initialises every id anew. */
+  refence(reason: string): void;
+}
+
 /** One lane: a producer that is replaced after a failure (RecoveringProducer). */
 export interface Lane extends ProducerUse {
-  /** Discards the current producer: the next use creates and initialises a new one. */
-  replace(error: unknown, what: string): void;
+  /** Discards the current producer: the next use creates and initialises a new one (`quiet`: no failure to log). */
+  replace(error: unknown, what: string, quiet?: boolean): void;
 }
 
 /**
@@ -43,7 +54,7 @@ export async function initialiseTransactions(producer: Producer): Promise<void> 
  * is sent. A former relay's late commit on any of the ids can then neither land after this
  * relay's records nor reorder them. A failure retries on the same lane index, after that re-initialisation.
  */
-export class TransactionLanes implements ProducerUse {
+export class TransactionLanes implements FencedProducerUse {
   readonly #lanes: readonly Lane[];
   readonly #initialise: (producer: Producer) => Promise<void>;
   #next = 0;
@@ -61,13 +72,26 @@ export class TransactionLanes implements ProducerUse {
     await Promise.all(this.#lanes.map((lane) => lane.connect()));
   }
 
-  async use<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: ErrorCode, what: string): Promise<T> {
+  async fence(timeoutMs: number, code: ErrorCode, what: string): Promise<void> {
+    if (this.#fenced) return;
     try {
-      if (!this.#fenced) {
-        // Every id, not only the next lane's: a former relay may have a commit in flight on any.
-        await Promise.all(this.#lanes.map((lane) => lane.use(this.#initialise, timeoutMs, code, `${what} (initialising)`)));
-        this.#fenced = true;
-      }
+      // Every id, not only the next lane's: a former relay may have a commit in flight on any.
+      await Promise.all(this.#lanes.map((lane) => lane.use(this.#initialise, timeoutMs, code, `${what} (initialising)`)));
+      this.#fenced = true;
+    } catch (error) {
+      for (const lane of this.#lanes) lane.replace(error, what);
+      throw error;
+    }
+  }
+
+  refence(reason: string): void {
+    this.#fenced = false;
+    for (const lane of this.#lanes) lane.replace(new Error(reason), reason, true);
+  }
+
+  async use<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: ErrorCode, what: string): Promise<T> {
+    await this.fence(timeoutMs, code, what);
+    try {
       const result = await this.#lanes[this.#next]!.use(work, timeoutMs, code, what);
       this.#next = (this.#next + 1) % this.#lanes.length;
       return result;
