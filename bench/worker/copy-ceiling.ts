@@ -93,6 +93,7 @@ const STATE_COLUMNS = columnsOf<StateChunkRow>({
   version: 1,
   deleted: 1,
   last_event_id: 1,
+  source_partition: 1,
   data: 1,
 });
 const OUTBOX_COLUMNS = columnsOf<OutboxChunkRow>({
@@ -378,6 +379,7 @@ async function planChunk(records: readonly SourceRecord[], known: Known, applied
       version: env(d).resource.version,
       deleted: d.event.action === 'delete',
       last_event_id: env(d).event_id,
+      source_partition: d.event.record.partition,
       data: dataJson.get(d)!,
     };
     state.push(row);

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
@@ -26,9 +26,12 @@ export class OwnPostgres {
   readonly dataDir: string;
   readonly #bin = findBinDir();
   readonly #asPostgres = process.getuid?.() === 0;
+  readonly #fsync: boolean;
 
-  constructor(port: number) {
+  /** fsync: true for tests of crashes, where a commit must survive the server's death. */
+  constructor(port: number, options: { fsync?: boolean } = {}) {
     this.port = port;
+    this.#fsync = options.fsync ?? false;
     this.dataDir = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-own-pg-')), 'data');
   }
 
@@ -56,7 +59,7 @@ export class OwnPostgres {
   }
 
   async start(): Promise<void> {
-    const options = `-p ${this.port} -k ${path.dirname(this.dataDir)} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60`;
+    const options = `-p ${this.port} -k ${path.dirname(this.dataDir)} -c listen_addresses=127.0.0.1 -c fsync=${this.#fsync ? 'on' : 'off'} -c max_connections=60`;
     this.#run('pg_ctl', [
       '-D',
       this.dataDir,
@@ -82,8 +85,69 @@ export class OwnPostgres {
     this.#run('pg_ctl', ['-D', this.dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']);
   }
 
+  /** The postmaster's pid and every process it started (backends, checkpointer, WAL writer...). */
+  processes(): number[] {
+    const pidFile = path.join(this.dataDir, 'postmaster.pid');
+    if (!existsSync(pidFile)) return [];
+    const postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+    const children: number[] = [];
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        // The parent pid is the 2nd field after the parenthesised command name.
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (ppid === postmaster) children.push(Number(entry));
+      } catch {
+        // exited meanwhile
+      }
+    }
+    return [postmaster, ...children];
+  }
+
+  /**
+   * The machine dies: SIGKILL to the postmaster first, then to every process it started, and wait
+   * until all are gone. The next start() runs crash recovery from the WAL.
+   */
+  async crash(): Promise<void> {
+    const pids = this.processes();
+    if (pids.length === 0) throw new Error('own Postgres is not running');
+    for (const pid of pids) signal(pid, 'SIGKILL');
+    const deadline = Date.now() + 30_000;
+    while (pids.some(alive)) {
+      if (Date.now() > deadline) throw new Error(`Postgres processes still alive after SIGKILL: ${pids.filter(alive).join(' ')}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** SIGSTOP (frozen: sockets stay open, nothing answers) or SIGCONT to every process of the cluster. */
+  freeze(on: boolean): number[] {
+    const pids = this.processes();
+    for (const pid of pids) signal(pid, on ? 'SIGSTOP' : 'SIGCONT');
+    return pids;
+  }
+
   async destroy(): Promise<void> {
+    this.freeze(false);
     await this.stop().catch(() => {});
     rmSync(path.dirname(this.dataDir), { recursive: true, force: true });
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // already gone
+  }
+}
+
+/** Running or stopped, not a zombie waiting for its parent to reap it. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
   }
 }

@@ -206,6 +206,7 @@ export class SnapshotApplier {
         version: env(d).resource.version,
         deleted: d.event.action === 'delete',
         last_event_id: env(d).event_id,
+        source_partition: d.event.record.partition,
         data: dataJson.get(d)!,
       })),
       outbox: outboxRows.map((d) => ({

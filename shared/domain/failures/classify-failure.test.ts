@@ -47,6 +47,8 @@ const table: Array<[string, unknown, FailureClass, string]> = [
   ['auth failed 28P01', pgError('28P01'), 'outage', 'db_auth'],
   ['database missing 3D000', pgError('3D000'), 'outage', 'db_missing'],
   ['pg: connection terminated', new Error('Connection terminated unexpectedly'), 'outage', 'db_connection_lost'],
+  // query_timeout: the server did not answer within statement_timeout + 2 s (frozen, or the network dropped the link)
+  ['pg: client read timeout', new Error('Query read timeout'), 'outage', 'db_connection_lost'],
   ['pg: client not queryable', new Error('Client has encountered a connection error and is not queryable'), 'outage', 'db_connection_lost'],
   ['pg-pool: exhausted / connect timeout', new Error('timeout exceeded when trying to connect'), 'outage', 'pool_exhausted'],
   [

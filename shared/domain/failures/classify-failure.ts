@@ -96,6 +96,9 @@ const OUTAGE_SYSCALL_CODES: ReadonlySet<string> = new Set([
 // an exhausted pool, so they are matched by their fixed text (pg/lib/client.js, pg-pool/index.js).
 const PG_CLIENT_OUTAGE_MESSAGES: ReadonlyArray<[RegExp, ErrorCode]> = [
   [/^Connection terminated/, 'db_connection_lost'],
+  // query_timeout ran out: the server did not answer at all (statement_timeout would have), so it
+  // is frozen or the link is gone; the pool discards that connection.
+  [/^Query read timeout/, 'db_connection_lost'],
   [/^Client has encountered a connection error and is not queryable/, 'db_connection_lost'],
   [/^Client was closed and is not queryable/, 'db_connection_lost'],
   [/^timeout exceeded when trying to connect/, 'pool_exhausted'],

@@ -168,6 +168,8 @@ const STATE_ROWS = columns({
   version: int8,
   deleted: bool,
   last_event_id: text,
+  /** The resource's partition on the bridge's topics: the key a store split by partition shards on. */
+  source_partition: int4,
   /** The snapshot as JSON; null for a tombstone. */
   data: packedJsonbOrNull,
 });
@@ -254,6 +256,7 @@ const WRITE_CHUNK_EFFECTS = statement(
       deleted = EXCLUDED.deleted,
       data = EXCLUDED.data,
       last_event_id = EXCLUDED.last_event_id,
+      source_partition = EXCLUDED.source_partition,
       updated_at = now()
     WHERE resource_state.version < EXCLUDED.version
     RETURNING 1

@@ -1,6 +1,15 @@
 import type { Pool, PoolClient } from 'pg';
 
 /**
+ * node-postgres's query_timeout: the server never answered. A ROLLBACK on that connection would
+ * queue behind the unanswered query and wait out a whole timeout again (on a link that is gone,
+ * for nothing); discarding the connection ends the transaction just as well.
+ */
+export function isClientReadTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === 'Query read timeout';
+}
+
+/**
  * Runs fn inside one transaction on a pooled connection: COMMIT when it returns, ROLLBACK when it
  * throws. A connection that saw an error is discarded rather than reused in an unknown state.
  */
@@ -14,7 +23,7 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
     return result;
   } catch (error) {
     failed = error;
-    await client.query('ROLLBACK').catch(() => {});
+    if (!isClientReadTimeout(error)) await client.query('ROLLBACK').catch(() => {});
     throw error;
   } finally {
     client.release(failed instanceof Error ? failed : undefined);

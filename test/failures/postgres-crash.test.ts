@@ -1,0 +1,335 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kafka } from 'kafkajs';
+import type pg from 'pg';
+import { ensureDatabase } from '../../infra/postgres.ts';
+import type { IngressHandle } from '#services/ingress/ingress.ts';
+import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
+import { migrate } from '#domain/store/migrate.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import { testBrokers, testKafka, topicRecordCount } from '../helpers/kafka.ts';
+import { uniqueName } from '../helpers/names.ts';
+import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { BlackHoleProxy } from './black-hole-proxy.ts';
+import {
+  AnswerLog,
+  answerRecord,
+  appliedLedger,
+  dlqEntries,
+  FINAL_STATUSES,
+  firstOf,
+  inboxRows,
+  metricSum,
+  resourceVersions,
+  settledIds,
+  stateProblems,
+  WorkerProcess,
+} from './ledger-kit.ts';
+import { OwnPostgres } from './own-postgres.ts';
+
+const TENANT = 'tenant_acme';
+const RESOURCES = 120;
+/** Requests per second, on a fixed clock whatever the answers. */
+const RATE = 30;
+const FAULT_MS = 30_000;
+const LOST_CUT_MS = 15_000;
+const STEADY_MS = 4_000;
+/**
+ * The bounds this test holds the bridge to (docs/operations.md, "When Postgres fails"), counted
+ * from the moment the fault ends: the first new event applied, and every event accepted so far
+ * applied and its record published.
+ */
+const RESUME_BOUND_MS = 30_000;
+const CAUGHT_UP_BOUND_MS = 60_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Postgres failing as machines do, with fsync on, under steady signed traffic through the real
+ * ingress and a worker process: the server's processes SIGKILLed (crash recovery), frozen by
+ * SIGSTOP, and cut off from the worker by a network black hole. Each: nothing acknowledged lost,
+ * nothing routed to a retry topic or the DLQ, the worker never dies, and processing resumes by
+ * itself within the bounds above.
+ */
+describe('failures: Postgres crashes, freezes and partitions under load', () => {
+  let own: OwnPostgres;
+  let proxy: BlackHoleProxy;
+  let pool: pg.Pool;
+  let kafka: Kafka;
+  let names: TopicNames;
+  let ingress: IngressHandle;
+  let worker: WorkerProcess;
+  const groupId = uniqueName('pg-crash-applier');
+  const log = new AnswerLog();
+  const versions = new Map<string, number>();
+  const accepted = new Map<string, { resource: string; version: number }>();
+  const inFlight = new Set<string>();
+  const pending = new Set<Promise<void>>();
+  const settled = new Set<string>();
+  let clock: NodeJS.Timeout | undefined;
+  let cold = 0;
+
+  beforeAll(async () => {
+    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? 5551), { fsync: true });
+    await own.init();
+    await own.start();
+    const url = await ensureDatabase(own.adminUrl, 'bridge');
+    // The test's own view of the database goes straight to the server, never through the proxy.
+    pool = createPool({ url, max: 3, applicationName: 'pg-crash-test' });
+    pool.on('error', () => {}); // idle connections die with the server
+    await migrate(pool);
+    proxy = new BlackHoleProxy({ host: '127.0.0.1', port: own.port });
+    await proxy.listen();
+    kafka = testKafka(uniqueName('pg-crash'));
+    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 6 }));
+    ingress = await startTestIngress(testBrokers(), names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
+    const workerUrl = new URL(url);
+    workerUrl.port = String(proxy.port);
+    worker = new WorkerProcess({
+      restartAfterKill: false,
+      env: {
+        KAFKA_BROKERS: testBrokers().join(','),
+        DATABASE_URL: workerUrl.toString(),
+        TOPIC_EVENTS: names.events,
+        TOPIC_APPLIED: names.applied,
+        TOPIC_RETRY_LEVELS: String(names.retries.length),
+        CONSUMER_GROUP: groupId,
+        LOG_LEVEL: 'warn',
+        WORKER_BATCH_SIZE: '100',
+        // Short, so anything wrongly routed would walk the whole chain into the DLQ within the run.
+        RETRY_DELAYS_MS: '500,500,500,500',
+        RETRY_PRODUCE_TIMEOUT_MS: '5000',
+        // Every database setting is the production default.
+      },
+    });
+    await worker.start();
+    await worker.waitReady();
+    clock = setInterval(fire, 1000 / RATE);
+  }, 180_000);
+
+  afterAll(async () => {
+    clearInterval(clock);
+    await Promise.allSettled([...pending]);
+    own?.freeze(false);
+    proxy?.heal();
+    await worker?.stop();
+    await ingress?.close();
+    await proxy?.close();
+    await pool?.end().catch(() => {});
+    await own?.destroy();
+  });
+
+  // One request per tick, one request per resource at a time, so a resource's versions reach the
+  // ingress in order; a refused version is not sent again (the next one supersedes it).
+  function fire(): void {
+    let resource: string | undefined;
+    for (let n = 0; n < RESOURCES && resource === undefined; n += 1) {
+      const candidate = `pgc_r${cold++ % RESOURCES}`;
+      if (!inFlight.has(candidate)) resource = candidate;
+    }
+    if (resource === undefined) return;
+    const version = (versions.get(resource) ?? 0) + 1;
+    versions.set(resource, version);
+    const request = signedRequest({ event: { tenant_id: TENANT, resource: { id: resource, version } } });
+    const event = { eventId: request.eventId, resource, version };
+    inFlight.add(resource);
+    const sentAt = Date.now();
+    const done = post(ingress.url, request)
+      .catch((e: Error) => e)
+      .then((answer) => {
+        const record = answerRecord(sentAt, answer, event);
+        log.record(record);
+        if (record.status >= 200 && record.status < 300) accepted.set(event.eventId, { resource, version });
+      })
+      .finally(() => {
+        inFlight.delete(resource);
+        pending.delete(done);
+      });
+    pending.add(done);
+  }
+
+  async function unsettled(ids: string[]): Promise<string[]> {
+    const open = ids.filter((id) => !settled.has(id));
+    for (const id of await settledIds(pool, TENANT, open)) settled.add(id);
+    return open.filter((id) => !settled.has(id));
+  }
+
+  /**
+   * After the fault ends: when the first event accepted after it is applied (processing resumed),
+   * and when every event accepted until then is settled and published (caught up).
+   */
+  async function recovery(name: string, endedAt: number): Promise<{ resumedMs: number; caughtUpMs: number }> {
+    const probeIds = () => log.answers.filter((a) => a.sentAt >= endedAt && a.status >= 200 && a.status < 300).map((a) => a.eventId);
+    let resumedMs: number | undefined;
+    const deadline = endedAt + CAUGHT_UP_BOUND_MS + 60_000;
+    let ids: string[] = [];
+    for (;;) {
+      try {
+        const probes = probeIds();
+        if (resumedMs === undefined && probes.length > 0 && (await unsettled(probes)).length < probes.length)
+          resumedMs = Date.now() - endedAt;
+        if (resumedMs !== undefined) {
+          if (ids.length === 0) ids = [...accepted.keys()];
+          if ((await unsettled(ids)).length === 0 && (await oldestUnpublishedOutboxAge(pool)) < 1)
+            return { resumedMs, caughtUpMs: Date.now() - endedAt };
+        }
+      } catch {
+        // Postgres still coming back
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${name}: not recovered ${((Date.now() - endedAt) / 1000).toFixed(0)} s after the fault ended (resumed: ${resumedMs ?? 'no'}); ` +
+            `${(await unsettled([...accepted.keys()]).catch(() => [])).length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
+        );
+      }
+      await sleep(250);
+    }
+  }
+
+  /** The ledger of everything accepted so far; traffic stops meanwhile, so that state and topic hold still. */
+  async function ledgerProblems(): Promise<{ problems: string[]; line: string }> {
+    clearInterval(clock);
+    await Promise.allSettled([...pending]);
+    const ids = [...accepted.keys()];
+    await waitFor(
+      'everything settled',
+      async () => {
+        if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
+        return (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
+      },
+      60_000,
+    );
+    const problems: string[] = [];
+    const rows = await inboxRows(pool, TENANT, ids);
+    const tally: Record<string, number> = {};
+    for (const [id, a] of accepted) {
+      const row = rows.get(id);
+      const status = row?.status ?? 'missing';
+      tally[status] = (tally[status] ?? 0) + 1;
+      if (!FINAL_STATUSES.has(status))
+        problems.push(
+          `accepted ${id} (${a.resource} v${a.version}) ended ${status}${row ? ` (${row.reason}: ${row.last_error})` : ' (lost)'}`,
+        );
+    }
+    const acceptedMax = new Map<string, number>();
+    for (const a of accepted.values()) acceptedMax.set(a.resource, Math.max(acceptedMax.get(a.resource) ?? 0, a.version));
+    const state = await resourceVersions(pool, TENANT);
+    problems.push(...stateProblems({ accepted: acceptedMax, sent: versions, state }));
+    // Every applied event once per key in apply order (or a byte-identical replay), ending at
+    // resource_state; nothing foreign; every 2xx settled.
+    const applied = await appliedLedger({ pool, kafka, appliedTopic: names.applied, tenant: TENANT, accepted: ids });
+    problems.push(...applied.problems);
+    const dlq = await dlqEntries(kafka, names.dlq);
+    problems.push(...dlq.map((d) => `dead-lettered: ${d.eventId} (${d.key}) reason ${d.reason}: ${d.error}`));
+    for (const topic of names.retries) {
+      const n = await topicRecordCount(kafka, topic);
+      if (n > 0) problems.push(`${n} records on ${topic}: an outage was routed as a failure of the events`);
+    }
+    problems.push(...worker.restartProblems());
+    // The ingress does not depend on Postgres: it accepts throughout.
+    problems.push(...log.acceptanceProblems(0.95));
+    const line =
+      `${log.summary()}; inbox ${JSON.stringify(tally)}; applied topic ${applied.records} records ` +
+      `for ${applied.applied} applied events (${applied.repeated} repeated); DLQ ${dlq.length}`;
+    clock = setInterval(fire, 1000 / RATE);
+    return { problems, line };
+  }
+
+  /** What the worker saw: its outage pauses and its failures by class and code (counters since its start). */
+  async function workerView(): Promise<{ pauses: number; failures: Map<string, number> }> {
+    const text = await worker.metrics();
+    const failures = new Map<string, number>();
+    for (const line of text.split('\n')) {
+      const m = /^webhook_failures_total\{([^}]*)\}\s+(\S+)/.exec(line);
+      if (!m) continue;
+      const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+      failures.set(`${labels['class']}:${labels['code']}`, Number(m[2]));
+    }
+    return { pauses: metricSum(text, 'webhook_outage_pauses_total', { consumer: 'main' }), failures };
+  }
+
+  /** inject resolves to when the fault was lifted, if that was before it returned (a restart). */
+  async function underFault(name: string, inject: () => Promise<number | void>): Promise<void> {
+    await waitFor(
+      'traffic accepted and applied',
+      async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50,
+      60_000,
+    );
+    await sleep(STEADY_MS);
+    const before = await workerView();
+    const window = log.open(name);
+    const started = Date.now();
+    const lifted = await inject();
+    const endedAt = Date.now();
+    log.close(window);
+    const { resumedMs, caughtUpMs } = await recovery(name, endedAt);
+    const { problems, line } = await ledgerProblems();
+    // The fault bit: no apply transaction started in the fault (after its first second, which
+    // may still see a chunk begun before it).
+    const during = await pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM inbox_events WHERE first_seen_at > $1 AND first_seen_at < $2',
+      [new Date(started + 1_000), new Date(lifted ?? endedAt)],
+    );
+    if (during.rows[0]!.n > 0) problems.push(`${during.rows[0]!.n} events were first applied during the fault: it did not bite`);
+    // What the worker went through, for the record (it may pause for an outage, or see the
+    // timeouts in its chunk fallback and group rejoin first).
+    const after = await workerView();
+    const seen = [...after.failures].map(([k, n]) => [k, n - (before.failures.get(k) ?? 0)] as const).filter(([, n]) => n > 0);
+    const summary =
+      `[pg-crash] ${name}: fault ${((endedAt - started) / 1000).toFixed(1)} s; processing resumed ${(resumedMs / 1000).toFixed(1)} s ` +
+      `and caught up ${(caughtUpMs / 1000).toFixed(1)} s after it ended; worker paused ${after.pauses - before.pauses} times, ` +
+      `failures ${JSON.stringify(Object.fromEntries(seen))}; ${line}`;
+    console.error(summary);
+    expect(firstOf(problems), summary).toEqual([]);
+    expect(resumedMs, summary).toBeLessThan(RESUME_BOUND_MS);
+    expect(caughtUpMs, summary).toBeLessThan(CAUGHT_UP_BOUND_MS);
+  }
+
+  it('SIGKILL of every Postgres process (crash recovery), restarted after a few seconds', async () => {
+    await underFault('postgres SIGKILL', async () => {
+      await own.crash();
+      await sleep(3_000);
+      const restarting = Date.now();
+      await own.start();
+      return restarting;
+    });
+  }, 240_000);
+
+  it(`SIGSTOP of every Postgres process for ${FAULT_MS / 1000} s, then SIGCONT`, async () => {
+    await underFault(`postgres SIGSTOP ${FAULT_MS / 1000} s`, async () => {
+      const frozen = own.freeze(true);
+      expect(frozen.length).toBeGreaterThan(3);
+      try {
+        await sleep(FAULT_MS);
+      } finally {
+        own.freeze(false);
+      }
+    });
+  }, 240_000);
+
+  it(`a network black hole between the worker and Postgres for ${FAULT_MS / 1000} s`, async () => {
+    await underFault(`black hole ${FAULT_MS / 1000} s`, async () => {
+      proxy.blackHole();
+      try {
+        await sleep(FAULT_MS);
+      } finally {
+        proxy.heal();
+      }
+    });
+  }, 240_000);
+
+  // Shorter than the pool's idle timeout (30 s): connections idle since before the cut are still
+  // in the workers' pools when it heals, dead for good, and the next query on each waits for its
+  // timeout. That is a failover that moved the server's address, seen from the pools.
+  it(`a black hole for ${LOST_CUT_MS / 1000} s that never gives back the connections open during it`, async () => {
+    await underFault(`black hole ${LOST_CUT_MS / 1000} s, open connections lost`, async () => {
+      proxy.blackHole();
+      try {
+        await sleep(LOST_CUT_MS);
+      } finally {
+        proxy.heal({ dropOpen: true });
+      }
+    });
+  }, 240_000);
+});
