@@ -525,3 +525,273 @@ export function stateProblems(input: { accepted: Map<string, number>; sent: Map<
 export function firstOf(problems: string[], n = 10): string[] {
   return problems.length <= n ? problems : [...problems.slice(0, n), `... and ${problems.length - n} more`];
 }
+
+// ---------------------------------------------------------------------------------------------
+// The applied ledger: every applied event has its record, and nothing else is on the topic
+
+/** An inbox row that ended `applied`: the event the applied topic must carry exactly once. */
+export interface AppliedEvent {
+  tenant: string;
+  eventId: string;
+  /** `<tenant>/<type>/<id>`, the record key. */
+  key: string;
+  version: number;
+}
+
+/** A resource_state row: what the last record of its key must say. */
+export interface StateRow {
+  key: string;
+  version: number;
+  deleted: boolean;
+  lastEventId: string;
+}
+
+export interface LedgerFacts {
+  /** The applied topic, read committed (readTopic), in partition and offset order. */
+  records: readonly ReadRecord[];
+  /** Every inbox row in scope that ended `applied`. */
+  applied: readonly AppliedEvent[];
+  /** Every resource_state row in scope. */
+  state: readonly StateRow[];
+  /** applied_outbox payloads by `<key> <event id>`; an event with two rows was applied twice. */
+  outbox?: ReadonlyMap<string, readonly string[]>;
+  /** Only this tenant: a record of another tenant is foreign. */
+  tenant?: string;
+  /** Accepted (2xx) event id -> its inbox status ('missing' when there is no row). */
+  acceptedStatus?: ReadonlyMap<string, string>;
+  /** Accepted ids that must end dead_lettered (poison the test sent on purpose). */
+  deadLettered?: ReadonlySet<string>;
+}
+
+export interface LedgerReport {
+  problems: string[];
+  records: number;
+  applied: number;
+  /** Records identical to one published before on their key (a batch published again). */
+  repeated: number;
+  /** Accepted ids by inbox status. */
+  statuses: Record<string, number>;
+}
+
+const headerText = (headers: Record<string, string>) =>
+  JSON.stringify(
+    Object.keys(headers)
+      .sort()
+      .map((k) => [k, headers[k]]),
+  );
+
+/**
+ * The ledger on facts already read (appliedLedger reads them). Per key, the applied events in
+ * version order (the order they applied: an event applies only above the stored version) must
+ * appear on the topic each exactly once, in that order, where a record may be published again
+ * byte-identical (value and headers) only as the relay replays a batch: the replay repeats the
+ * key's records in order up to the newest one before anything new follows, so the key never ends
+ * on an older record (compaction keeps the last one). The last record of every key is the state
+ * (version, delete or not, event id). Every record is an applied event of its key, byte-identical
+ * to its outbox row. Every accepted (2xx) event id ended settled.
+ */
+export function analyseLedger(facts: LedgerFacts): LedgerReport {
+  const problems: string[] = [];
+  const expected = new Map<string, AppliedEvent[]>();
+  for (const a of facts.applied) expected.set(a.key, [...(expected.get(a.key) ?? []), a]);
+  const keyOfEvent = new Map<string, string>();
+  for (const [key, list] of expected) {
+    list.sort((a, b) => a.version - b.version);
+    for (let i = 1; i < list.length; i += 1) {
+      if (list[i]!.version === list[i - 1]!.version)
+        problems.push(`${key}: v${list[i]!.version} applied twice (${list[i - 1]!.eventId}, ${list[i]!.eventId})`);
+    }
+    for (const a of list) keyOfEvent.set(`${a.tenant} ${a.eventId}`, key);
+  }
+  if (facts.outbox) {
+    for (const a of facts.applied) {
+      const rows = facts.outbox.get(`${a.key} ${a.eventId}`)?.length ?? 0;
+      if (rows > 1) problems.push(`${a.key}: ${a.eventId} (v${a.version}) has ${rows} outbox rows`);
+    }
+  }
+
+  interface Published {
+    index: number;
+    value: string;
+    headers: string;
+    at: string;
+  }
+  interface KeyWalk {
+    /** How many of the key's applied events have been seen (published or reported skipped). */
+    next: number;
+    history: Published[];
+    published: Set<number>;
+    replay?: { next: number; from: string };
+    last?: { version: number; deleted: boolean; eventId: string; at: string };
+  }
+  const walks = new Map<string, KeyWalk>();
+  let repeated = 0;
+  let foreign = 0;
+  for (const r of facts.records) {
+    const at = `${r.partition}:${r.offset}`;
+    const value = r.value.toString('utf8');
+    let parsed: { event_id: string; tenant_id: string; resource: { version: number }; action: string };
+    try {
+      parsed = JSON.parse(value) as typeof parsed;
+      if (typeof parsed.event_id !== 'string' || typeof parsed.resource?.version !== 'number') throw new Error('not a record');
+    } catch {
+      foreign += 1;
+      problems.push(`foreign record at ${at} (key ${r.key}): not an applied record`);
+      continue;
+    }
+    const eventId = r.headers['event-id'] ?? parsed.event_id;
+    const version = parsed.resource.version;
+    const list = expected.get(r.key);
+    const index = list?.findIndex((a) => a.eventId === eventId && a.eventId === parsed.event_id) ?? -1;
+    if (facts.tenant !== undefined && parsed.tenant_id !== facts.tenant) {
+      foreign += 1;
+      problems.push(`foreign record at ${at}: ${r.key} v${version} (${eventId}) of tenant ${parsed.tenant_id}, not ${facts.tenant}`);
+      continue;
+    }
+    if (!list || index < 0) {
+      foreign += 1;
+      const elsewhere = keyOfEvent.get(`${parsed.tenant_id} ${eventId}`);
+      problems.push(
+        `foreign record at ${at}: ${r.key} v${version} (${eventId}) is no applied event of that key` +
+          (elsewhere ? ` (it applied on ${elsewhere})` : ''),
+      );
+      continue;
+    }
+    const stored = facts.outbox?.get(`${r.key} ${eventId}`);
+    if (stored && stored.length > 0 && !stored.includes(value))
+      problems.push(`${r.key} v${version} (${eventId}) at ${at}: the value is not its outbox row's bytes`);
+    const headers = headerText(r.headers);
+    const walk = walks.get(r.key) ?? { next: 0, history: [], published: new Set<number>() };
+    walks.set(r.key, walk);
+    walk.last = { version, deleted: parsed.action === 'delete', eventId, at };
+    if (walk.replay) {
+      const want = walk.history[walk.replay.next]!;
+      if (want.index === index && want.value === value && want.headers === headers) {
+        repeated += 1;
+        walk.replay.next += 1;
+        if (walk.replay.next === walk.history.length) walk.replay = undefined;
+        continue;
+      }
+      problems.push(
+        `${r.key}: the replay from ${walk.replay.from} stopped before v${list[want.index]!.version} (${want.at}): ` +
+          `v${version} at ${at} came instead, below the v${list[walk.history.at(-1)!.index]!.version} the key had reached`,
+      );
+      walk.replay = undefined;
+    }
+    if (index >= walk.next) {
+      if (index > walk.next) {
+        const skipped = list.slice(walk.next, index).map((a) => `v${a.version} (${a.eventId})`);
+        problems.push(`${r.key}: ${skipped.join(', ')} applied but skipped: v${version} at ${at} came next`);
+      }
+      walk.history.push({ index, value, headers, at });
+      walk.published.add(index);
+      walk.next = index + 1;
+      continue;
+    }
+    // An event already passed: only a byte-identical repeat of a published record may come now.
+    const position = walk.history.findIndex((p) => p.index === index);
+    if (position < 0) {
+      problems.push(`${r.key}: v${version} (${eventId}) at ${at} came after newer records, never before`);
+      continue;
+    }
+    const original = walk.history[position]!;
+    if (original.value !== value || original.headers !== headers) {
+      problems.push(`${r.key}: v${version} (${eventId}) published again at ${at} with other bytes than at ${original.at}`);
+      continue;
+    }
+    repeated += 1;
+    if (position < walk.history.length - 1) walk.replay = { next: position + 1, from: at };
+  }
+  for (const [key, list] of expected) {
+    const walk = walks.get(key);
+    const missing = list.slice(walk?.next ?? 0).map((a) => `v${a.version} (${a.eventId})`);
+    if (missing.length > 0) problems.push(`${key}: ${missing.join(', ')} applied, never published`);
+    if (walk?.replay) {
+      problems.push(
+        `${key}: the replay from ${walk.replay.from} ended at v${list[walk.history[walk.replay.next - 1]!.index]!.version}, ` +
+          `below v${list[walk.history.at(-1)!.index]!.version}`,
+      );
+    }
+  }
+  for (const s of facts.state) {
+    const last = walks.get(s.key)?.last;
+    const want = `v${s.version}${s.deleted ? ' deleted' : ''} (${s.lastEventId})`;
+    if (!last) problems.push(`${s.key}: resource_state holds ${want}, the applied topic has no record of it`);
+    else if (last.version !== s.version || last.deleted !== s.deleted || last.eventId !== s.lastEventId)
+      problems.push(
+        `${s.key}: the last record (${last.at}) is v${last.version}${last.deleted ? ' deleted' : ''} (${last.eventId}), resource_state holds ${want}`,
+      );
+  }
+  const stateKeys = new Set(facts.state.map((s) => s.key));
+  for (const key of expected.keys()) if (!stateKeys.has(key)) problems.push(`${key}: applied events but no resource_state row`);
+  const statuses: Record<string, number> = {};
+  for (const [id, status] of facts.acceptedStatus ?? []) {
+    statuses[status] = (statuses[status] ?? 0) + 1;
+    if (facts.deadLettered?.has(id)) {
+      if (status !== 'dead_lettered') problems.push(`accepted ${id} (sent to be dead-lettered) ended ${status}`);
+    } else if (!FINAL_STATUSES.has(status)) problems.push(`accepted ${id} ended ${status}, not settled`);
+  }
+  if (foreign > 0) problems.push(`${foreign} foreign records on the applied topic`);
+  return { problems, records: facts.records.length, applied: facts.applied.length, repeated, statuses };
+}
+
+export interface AppliedLedgerInput {
+  pool: pg.Pool;
+  kafka: Kafka;
+  appliedTopic: string;
+  /** Only this tenant's events and state; a record of another tenant on the topic is foreign. */
+  tenant?: string;
+  /** Event ids the ingress answered 2xx (of `tenant`, when given). */
+  accepted: Iterable<string>;
+  /** Accepted ids that must end dead_lettered instead (poison the test sent on purpose). */
+  deadLettered?: ReadonlySet<string>;
+}
+
+/**
+ * Reads the applied topic, the inbox's applied rows, resource_state and applied_outbox, and runs
+ * analyseLedger on them. It does not trust the relay's cursor ("outbox drained" counts only rows
+ * after it, so a row the cursor skipped would count as published): every applied inbox row must
+ * have its record on the topic.
+ */
+export async function appliedLedger(input: AppliedLedgerInput): Promise<LedgerReport> {
+  const { pool, tenant } = input;
+  const scope = tenant === undefined ? [] : [tenant];
+  const where = tenant === undefined ? '' : 'AND tenant_id = $1';
+  const records = await readTopic(input.kafka, input.appliedTopic, 120_000);
+  const applied = await pool.query<{ tenant_id: string; event_id: string; key: string; version: string }>(
+    `SELECT tenant_id, event_id, tenant_id || '/' || resource_type || '/' || resource_id AS key, resource_version::text AS version
+     FROM inbox_events WHERE status = 'applied' ${where}`,
+    scope,
+  );
+  const state = await pool.query<{ key: string; version: string; deleted: boolean; last_event_id: string }>(
+    `SELECT tenant_id || '/' || resource_type || '/' || resource_id AS key, version::text AS version, deleted, last_event_id
+     FROM resource_state WHERE true ${where}`,
+    scope,
+  );
+  const outboxRows = await pool.query<{ key: string; event_id: string; payload: string }>(
+    `SELECT key, event_id, payload FROM applied_outbox ${tenant === undefined ? '' : "WHERE starts_with(key, $1 || '/')"}`,
+    scope,
+  );
+  const outbox = new Map<string, string[]>();
+  for (const o of outboxRows.rows) outbox.set(`${o.key} ${o.event_id}`, [...(outbox.get(`${o.key} ${o.event_id}`) ?? []), o.payload]);
+  const ids = [...new Set(input.accepted)];
+  const inbox = await pool.query<{ event_id: string; status: string }>(
+    `SELECT event_id, status FROM inbox_events WHERE event_id = ANY($${scope.length + 1}) ${where}`,
+    [...scope, ids],
+  );
+  const found = new Map(inbox.rows.map((r) => [r.event_id, r.status]));
+  return analyseLedger({
+    records,
+    applied: applied.rows.map((r) => ({ tenant: r.tenant_id, eventId: r.event_id, key: r.key, version: Number(r.version) })),
+    state: state.rows.map((r) => ({ key: r.key, version: Number(r.version), deleted: r.deleted, lastEventId: r.last_event_id })),
+    outbox,
+    ...(tenant === undefined ? {} : { tenant }),
+    acceptedStatus: new Map(ids.map((id) => [id, found.get(id) ?? 'missing'])),
+    ...(input.deadLettered ? { deadLettered: input.deadLettered } : {}),
+  });
+}
+
+/** appliedLedger's problems alone (empty: the ledger holds). */
+export async function appliedLedgerProblems(input: AppliedLedgerInput): Promise<string[]> {
+  return (await appliedLedger(input)).problems;
+}

@@ -12,6 +12,7 @@ import { uniqueName } from '../helpers/names.ts';
 import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
 import { send, signedRequest } from '../ingress/helpers.ts';
 import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
 
 // Health the way Kubernetes reads it, on the services run as processes (as deployed): liveness
 // never depends on the broker or the database; on SIGTERM readiness turns 503 at once, the
@@ -310,8 +311,10 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
       expect(Number(p.offset), `partition ${p.partition}`).toBe(row ? row.n : -1);
       if (row) expect(Number(row.max) + 1).toBe(row.n);
     }
-    // The relay published every applied record before the worker exited.
+    // The relay published every applied record before the worker exited: by its cursor, and on
+    // the topic itself (each applied inbox row has its record, in order, ending at the state).
     expect(await countUnpublishedOutbox(db.pool), worker.output().slice(-4000)).toBe(0);
+    expect(await appliedLedgerProblems({ pool: db.pool, kafka, appliedTopic: names.applied, accepted: [] })).toEqual([]);
 
     return {
       'readiness 503': ms(killedAt, notReady!.at),
@@ -416,6 +419,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     expect(rows.every((r) => r.status === 'applied')).toBe(true);
     expect(new Set(rows.map((r) => r.event_id))).toEqual(accepted);
     expect(rows).toHaveLength(accepted.size);
+    expect(await appliedLedgerProblems({ pool: db.pool, kafka, appliedTopic: names.applied, accepted })).toEqual([]);
 
     figures.ingress = {
       'in flight at SIGTERM': inFlightAtKill,

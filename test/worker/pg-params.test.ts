@@ -3,6 +3,9 @@ import fc from 'fast-check';
 import { PackedBytes, textArray } from '#domain/store/columns.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
+// A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
+const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
+
 // The apply statements' parameter encodings, read back by a real Postgres: every text element and
 // every packed value must arrive unchanged (quotes, backslashes, braces, "NULL", non-ASCII, empty).
 describe('apply parameters through Postgres', () => {
@@ -15,9 +18,13 @@ describe('apply parameters through Postgres', () => {
   });
 
   it('reads back every text element and every packed value unchanged', async () => {
-    const texts = fc.sample(fc.option(fc.string({ unit: 'grapheme' }), { nil: null }), { numRuns: 500, seed: 11 });
+    console.log(`[pg-params] seed ${SEED} (replay: FC_SEED=${SEED})`);
+    const texts = fc.sample(fc.option(fc.string({ unit: 'grapheme' }), { nil: null }), { numRuns: 500, seed: SEED });
     texts.push('NULL', '"', '\\', '{a,b}', ' padded ', '');
-    const blobs = fc.sample(fc.option(fc.string({ unit: 'grapheme', maxLength: 300 }), { nil: null }), { numRuns: texts.length, seed: 12 });
+    const blobs = fc.sample(fc.option(fc.string({ unit: 'grapheme', maxLength: 300 }), { nil: null }), {
+      numRuns: texts.length,
+      seed: SEED + 1,
+    });
     const packed = new PackedBytes();
     for (const b of blobs) packed.add(b);
     const { rows } = await db.pool.query<{ t: string | null; b: string | null }>(
@@ -25,7 +32,13 @@ describe('apply parameters through Postgres', () => {
        FROM unnest($1::text[], $3::int[], $4::int[]) WITH ORDINALITY AS r(t, o, l, n) ORDER BY n`,
       [textArray(texts), ...packed.params()],
     );
-    expect(rows.map((r) => r.t)).toEqual(texts);
-    expect(rows.map((r) => r.b)).toEqual(blobs);
+    expect(
+      rows.map((r) => r.t),
+      `FC_SEED=${SEED}`,
+    ).toEqual(texts);
+    expect(
+      rows.map((r) => r.b),
+      `FC_SEED=${SEED}`,
+    ).toEqual(blobs);
   });
 });

@@ -16,6 +16,10 @@ import {
   waitFor,
   workerTestConfig,
 } from './helpers.ts';
+import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+
+// A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
+const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
 
 // One resource's history: distinct versions, each an update or a delete, delivered 1-3 times each.
 const historyArb = fc.uniqueArray(
@@ -56,6 +60,7 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
   });
 
   it("ends at each resource's highest version (or its tombstone); applied versions strictly increase per key", async () => {
+    console.log(`[version-property] seed ${SEED} (replay: FC_SEED=${SEED})`);
     await fc.assert(
       fc.asyncProperty(scenarioArb, async ({ histories, order }) => {
         // Each run uses its own tenant on the same topic and database, so runs never interfere.
@@ -106,8 +111,10 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
           for (let i = 1; i < seen.length; i += 1) expect(seen[i]!).toBeGreaterThan(seen[i - 1]!);
           expect(seen.at(-1)).toBe(want.resource.version);
         }
+        // Every applied event so far (all runs) has its record, the last one per key is the state.
+        expect(await appliedLedgerProblems({ pool: db.pool, kafka, appliedTopic: names.applied, accepted: [] })).toEqual([]);
       }),
-      { seed: 20261129, numRuns: 10, endOnFailure: true },
+      { seed: SEED, numRuns: 10, endOnFailure: true },
     );
   });
 });
