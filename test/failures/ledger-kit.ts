@@ -43,11 +43,14 @@ export class WorkerProcess {
   #child: ChildProcess | undefined;
   #adminPort: number | undefined;
   #killing: ChildProcess | undefined;
+  #terminating: ChildProcess | undefined;
   #stopping = false;
   #log = '';
   #starting: Promise<void> | undefined;
   starts = 0;
   kills = 0;
+  /** Graceful restarts the test made (restart()). */
+  restarts = 0;
   readonly exits: WorkerExit[] = [];
 
   constructor(options: WorkerProcessOptions) {
@@ -88,15 +91,18 @@ export class WorkerProcess {
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     child.once('exit', (code, signal) => {
-      const expected = this.#killing === child && signal === 'SIGKILL';
+      const terminated = this.#terminating === child && code === 0;
+      const expected = (this.#killing === child && signal === 'SIGKILL') || terminated;
       if (this.#killing === child) this.#killing = undefined;
+      if (this.#terminating === child) this.#terminating = undefined;
       if (this.#child === child) {
         this.#child = undefined;
         this.#adminPort = undefined;
       }
       if (this.#stopping) return;
       this.exits.push({ at: Date.now(), code, signal, expected, log: this.#log });
-      if (!expected || this.#options.restartAfterKill) setTimeout(() => void this.start(), 100);
+      // restart() starts the next process itself.
+      if (!terminated && (!expected || this.#options.restartAfterKill)) setTimeout(() => void this.start(), 100);
     });
     this.#child = child;
     this.#adminPort = adminPort;
@@ -144,9 +150,35 @@ export class WorkerProcess {
     await exited;
   }
 
+  /** The running process's pid (undefined while none runs). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** SIGSTOP / SIGCONT of the running process: a frozen machine, sockets open and silent. */
+  freeze(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
+  /** SIGTERM to a ready worker (as a rolling restart sends it), its exit 0, then a new process. */
+  async restart(): Promise<void> {
+    await this.waitReady();
+    const child = this.#child!;
+    const exited = new Promise((r) => child.once('exit', r));
+    this.#terminating = child;
+    this.restarts += 1;
+    child.kill('SIGTERM');
+    await exited;
+    await this.start();
+  }
+
   /**
-   * Every exit was a kill of the test, and every kill was followed by exactly one start (the
-   * first start is the test's own).
+   * Every exit was a kill or a restart of the test, and every one was followed by exactly one
+   * start (the first start is the test's own).
    */
   restartProblems(): string[] {
     const problems = this.unexpectedExits.map(
@@ -154,7 +186,8 @@ export class WorkerProcess {
         `worker exited by itself at ${new Date(e.at).toISOString()} (code ${e.code}, signal ${e.signal}); its last output:\n${e.log.slice(-3_000)}`,
     );
     const expectedExits = this.exits.filter((e) => e.expected).length;
-    if (expectedExits !== this.kills) problems.push(`${this.kills} kills but ${expectedExits} exits by SIGKILL`);
+    if (expectedExits !== this.kills + this.restarts)
+      problems.push(`${this.kills} kills and ${this.restarts} restarts but ${expectedExits} exits by SIGKILL or SIGTERM`);
     if (this.starts !== 1 + this.exits.length) problems.push(`${this.starts} starts for ${this.exits.length} exits (want 1 + exits)`);
     return problems;
   }
@@ -165,6 +198,8 @@ export class WorkerProcess {
     const child = this.#child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
+    // A frozen process (freeze()) acts on SIGTERM only once it runs again.
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
     await exited;
