@@ -277,6 +277,29 @@ describe('preflight', () => {
     expect(json(answer)).toEqual({ error: 'bad_request', message: 'x-webhook-retry must be a non-negative integer' });
   });
 
+  it.each([
+    ['demo', 'soon'],
+    ['demo', '2026-09-21T12:00:00'],
+    ['demo-std', '2026-09-21T12:00:00Z'],
+    ['nobody', 'soon'],
+  ])("%s: refuses the timestamp %j (in none of the scheme's forms) with 400, before the body", async (source, timestamp) => {
+    const header = source === 'demo-std' ? 'webhook-timestamp' : 'x-webhook-timestamp';
+    const { answer, rejection, registry } = await run(source, signed(source, undefined, { headers: { [header]: timestamp } }));
+    expect(rejection?.kind).toBe('malformed_timestamp');
+    expect(answer).toMatchObject({ status: 400, reason: 'malformed_timestamp' });
+    const forms = source === 'demo-std' ? 'unix seconds' : 'unix seconds or an ISO-8601 time with Z or an offset';
+    expect(json(answer)).toEqual({ error: 'bad_request', message: `${header} must be ${forms}` });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({
+      [`${source === 'nobody' ? 'unknown' : source}|malformed_timestamp`]: 1,
+    });
+  });
+
+  it('verify answers a malformed timestamp it is handed (preflight refuses it first) with the same 400', () => {
+    const answer = rejectionAnswer({ kind: 'signature_malformed_timestamp' });
+    covered.add('signature_malformed_timestamp');
+    expect(answer).toMatchObject({ status: 400, reason: 'malformed_timestamp', body: '{"error":"bad_request"}' });
+  });
+
   it('answers a body read that ran over the limit or the in-flight budget, and nobody when the client left', async () => {
     const tooLarge = bodyRejection({ kind: 'too_large' })!;
     covered.add(tooLarge.kind);
@@ -310,7 +333,6 @@ describe('verify', () => {
   });
 
   it.each([
-    ['signature_malformed_timestamp', 'malformed_timestamp', { headers: { 'x-webhook-timestamp': 'soon' } }],
     ['signature_timestamp_out_of_window', 'timestamp_out_of_window', { timestamp: NOW - 301 }],
     ['signature_malformed_signature', 'malformed_signature', { headers: { 'x-webhook-signature': 'v1=zz' } }],
     ['signature_no_matching_signature', 'no_matching_signature', { secret: 'another-long-enough-secret' }],
@@ -490,10 +512,11 @@ describe('the rejection table', () => {
     repeated_optional_header: [400, 'bad_request'],
     event_id_headers_differ: [400, 'event_id_mismatch'],
     malformed_retry_header: [400, 'bad_request'],
+    malformed_timestamp: [400, 'bad_request'],
     inflight_body_bytes: [503, 'unavailable'],
     unknown_source: [401, 'unauthorized'],
     signature_missing_header: [401, 'unauthorized'],
-    signature_malformed_timestamp: [401, 'unauthorized'],
+    signature_malformed_timestamp: [400, 'bad_request'],
     signature_timestamp_out_of_window: [401, 'unauthorized'],
     signature_malformed_signature: [401, 'unauthorized'],
     signature_no_matching_signature: [401, 'unauthorized'],
