@@ -94,6 +94,7 @@ const STATE_COLUMNS = columnsOf<StateChunkRow>({
   deleted: 1,
   last_event_id: 1,
   data: 1,
+  last_occurred_at: 1,
 });
 const OUTBOX_COLUMNS = columnsOf<OutboxChunkRow>({
   event_id: 1,
@@ -280,6 +281,7 @@ function parsed(record: SourceRecord): ParsedEvent | undefined {
     deliveryAttempt: deliveryAttemptOf(record, envelope),
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),
+    orderedBy: 'version',
   };
 }
 
@@ -379,6 +381,7 @@ async function planChunk(records: readonly SourceRecord[], known: Known, applied
       deleted: d.event.action === 'delete',
       last_event_id: env(d).event_id,
       data: dataJson.get(d)!,
+      last_occurred_at: null,
     };
     state.push(row);
     const writes = known.stateWrites.get(key) ?? 0;

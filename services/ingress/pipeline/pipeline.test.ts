@@ -2,7 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { contractExampleEvent, sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { contractExampleEvent, sampleThemeEvent, type ReceivedEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import type { RequestHeaders } from '../http-input.ts';
@@ -22,6 +22,7 @@ const SECRETS = {
   DEMO_SECRET: 'a-long-enough-hmac-secret',
   DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   DEMO_BODY_SECRET: 'a-long-enough-hmac-secret',
+  DEMO_TIME_SECRET: 'another-long-enough-hmac-secret',
 };
 const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
 const SECRET_OF: Record<string, string> = {
@@ -29,6 +30,7 @@ const SECRET_OF: Record<string, string> = {
   'demo-std': SECRETS.DEMO_STD_SECRET,
   'demo-body': SECRETS.DEMO_BODY_SECRET,
   'demo-strict': SECRETS.DEMO_SECRET,
+  'demo-time': SECRETS.DEMO_TIME_SECRET,
 };
 const NOW = 1_790_000_000;
 const clock = () => NOW;
@@ -410,6 +412,36 @@ describe('parse and match', () => {
     // Known from the envelope: the request line names the event.
     expect(answer.event).toMatchObject({ tenant: overrides.tenant_id ?? 'tenant_acme', typeLabel: 'theme.updated' });
     expect(answer.bodySha256).toBe(answer.event!.bodySha256);
+  });
+
+  it('an envelope without resource.version: 422 where the type is ordered by version (the default)', async () => {
+    const event = sampleThemeEvent({ event_id: 'evt_1' }) as ReceivedEnvelope;
+    delete event.resource.version;
+    for (const source of ['demo', 'demo-time']) {
+      // demo-time orders theme by occurred_at but palette by version.
+      const body =
+        source === 'demo' ? event : { ...event, event_type: 'palette.updated', resource: { ...event.resource, type: 'palette' } };
+      const { answer, rejection } = await run(source, signed(source, body));
+      expect(rejection?.kind).toBe('invalid_envelope');
+      expect(answer).toMatchObject({ status: 422, reason: 'invalid_envelope' });
+      expect(json(answer)).toMatchObject({
+        message: expect.stringMatching(/^resource\.version: required \(source orders "(theme|palette)" by version\)$/),
+      });
+    }
+  });
+
+  it('a type the source orders by occurred_at: accepted with or without a version, and the record says ordered-by', async () => {
+    for (const withVersion of [false, true]) {
+      const event = sampleThemeEvent({ event_id: `evt_${String(withVersion)}` }) as ReceivedEnvelope;
+      if (!withVersion) delete event.resource.version;
+      const publisher = new RecordingPublisher();
+      const { answer } = await run('demo-time', signed('demo-time', event), publisher);
+      expect(answer.status).toBe(202);
+      expect(publisher.records[0]!.headers).toMatchObject({ 'ordered-by': 'occurred_at' });
+    }
+    const versioned = new RecordingPublisher();
+    await run('demo', signed('demo'), versioned);
+    expect(versioned.records[0]!.headers).not.toHaveProperty('ordered-by');
   });
 
   it('a resource type the source does not publish: 422, and its event type never becomes a label', async () => {

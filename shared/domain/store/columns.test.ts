@@ -193,7 +193,18 @@ describe('the store statements built from column specs', () => {
           payload: Buffer.from('{}'),
         },
       ],
-      state: [{ tenant_id: 't', resource_type: 'theme', resource_id: 'r', version: 1, deleted: false, last_event_id: 'e', data: '{}' }],
+      state: [
+        {
+          tenant_id: 't',
+          resource_type: 'theme',
+          resource_id: 'r',
+          version: 1,
+          deleted: false,
+          last_event_id: 'e',
+          data: '{}',
+          last_occurred_at: null,
+        },
+      ],
       outbox: [
         {
           event_id: 'e',
@@ -237,7 +248,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 7 (+2) state, 8 (+2) outbox (with the trace context), 1 anomalies.
-    expect(captured[1]!.values).toHaveLength(23 + 9 + 10 + 1);
+    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 8 (+2) state (with last_occurred_at), 8 (+2) outbox (with the trace context), 1 anomalies.
+    expect(captured[1]!.values).toHaveLength(23 + 10 + 10 + 1);
   });
 });
