@@ -95,6 +95,7 @@ const STATE_COLUMNS = columnsOf<StateChunkRow>({
   last_event_id: 1,
   source_partition: 1,
   data: 1,
+  last_occurred_at: 1,
 });
 const OUTBOX_COLUMNS = columnsOf<OutboxChunkRow>({
   event_id: 1,
@@ -281,6 +282,7 @@ function parsed(record: SourceRecord): ParsedEvent | undefined {
     deliveryAttempt: deliveryAttemptOf(record, envelope),
     resourceKey: resourceKey(envelope),
     action: eventAction(envelope),
+    orderedBy: 'version',
   };
 }
 
@@ -381,6 +383,7 @@ async function planChunk(records: readonly SourceRecord[], known: Known, applied
       last_event_id: env(d).event_id,
       source_partition: d.event.record.partition,
       data: dataJson.get(d)!,
+      last_occurred_at: null,
     };
     state.push(row);
     const writes = known.stateWrites.get(key) ?? 0;

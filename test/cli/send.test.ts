@@ -107,6 +107,24 @@ describe('bridge send (as a subprocess)', () => {
     });
   });
 
+  it("--timestamp-format iso and --signature-format bare send seed 004's forms, verified as sent", async () => {
+    const run = await runBridge(
+      ['send', '--demo', '--source', 'prov', '--url', url, '--timestamp-format', 'iso', '--signature-format', 'bare'],
+      env,
+    );
+    expect(run.code, run.stderr).toBe(0);
+    const got = received.at(-1)!;
+    expect(got.verified).toBe(true);
+    expect(got.headers['x-webhook-timestamp']).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(got.headers['x-webhook-signature']).toMatch(/^[0-9a-f]{64}$/);
+
+    const refused = await runBridge(['send', '--demo', '--source', 'std', '--url', url, '--timestamp-format', 'iso'], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/are for hmac-sha256 sources; "std" uses standard-webhooks/);
+    const bad = await runBridge(['send', '--demo', '--source', 'prov', '--url', url, '--signature-format', 'v2'], env);
+    expect(bad.stderr).toMatch(/--signature-format must be v1 or bare/);
+  });
+
   it('a non-2xx answer exits 1; --dry-run sends nothing; an unknown source fails', async () => {
     answer = 503;
     const failed = await runBridge(['send', '--demo', '--source', 'prov', '--url', url], env);

@@ -32,7 +32,8 @@ function redactSignature(value: string): string {
 export const sendCommand: CommandSpec = {
   path: ['send'],
   summary: "sign a webhook with the source's scheme and secret and POST it to the ingress",
-  usage: '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID] [--retry N]',
+  usage:
+    '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID] [--retry N] [--timestamp-format unix|iso] [--signature-format v1|bare]',
   details: [
     "Signs the file's exact bytes with the shared signing module, using the source's scheme and its first",
     "secret from WEBHOOK_SOURCES_FILE (or --secret-id). The id header is the body's event_id.",
@@ -43,12 +44,16 @@ export const sendCommand: CommandSpec = {
     `--retry N (integer >= 1) adds "X-Webhook-Retry: N", the provider's delivery attempt number, to simulate a`,
     'redelivery: send the same --file again with --retry 2 (same event_id, so the same id header). The header is',
     'not signed; the timestamp, if the scheme has one, is still now, as a provider re-signs each attempt.',
+    'hmac-sha256 only: --timestamp-format iso sends X-Webhook-Timestamp as an ISO-8601 UTC time (2026-01-01T00:00:00Z)',
+    'instead of unix seconds, signed as sent; --signature-format bare sends the bare hex HMAC instead of v1=<hex>',
+    "(seed 004's sample provider sends both).",
     'Exit code 0 when the ingress answered 2xx, 1 otherwise.',
   ].join('\n'),
   examples: [
     'bridge send --demo',
     'bridge send --source demo --file event.json --url http://127.0.0.1:8080',
     'bridge send --source demo --file event.json --retry 2',
+    'bridge send --demo --timestamp-format iso --signature-format bare',
   ],
   options: {
     source: { type: 'string', description: 'source id from the sources file', valueName: 'S' },
@@ -58,6 +63,8 @@ export const sendCommand: CommandSpec = {
     'secret-id': { type: 'string', description: 'sign with this secret of the source (default: its first)', valueName: 'ID' },
     'timeout-ms': { type: 'string', description: 'request timeout (default 10000)', valueName: 'ms' },
     retry: { type: 'string', description: 'add X-Webhook-Retry: N, the delivery attempt (integer >= 1)', valueName: 'N' },
+    'timestamp-format': { type: 'string', description: 'hmac-sha256: unix (default) or iso', valueName: 'unix|iso' },
+    'signature-format': { type: 'string', description: 'hmac-sha256: v1 (default, v1=<hex>) or bare (hex)', valueName: 'v1|bare' },
   },
   mutating: true,
   async run(args, ctx) {
@@ -70,6 +77,10 @@ export const sendCommand: CommandSpec = {
     if (!/^\d+$/.test(timeoutRaw) || Number(timeoutRaw) < 1) throw new UsageError('--timeout-ms must be a positive integer');
     const retry = intOption(args, 'retry', 1);
     if (retry !== undefined && !Number.isSafeInteger(retry)) throw new UsageError('--retry is too large');
+    const timestampFormat = stringOption(args, 'timestamp-format') ?? 'unix';
+    if (timestampFormat !== 'unix' && timestampFormat !== 'iso') throw new UsageError('--timestamp-format must be unix or iso');
+    const signatureFormat = stringOption(args, 'signature-format') ?? 'v1';
+    if (signatureFormat !== 'v1' && signatureFormat !== 'bare') throw new UsageError('--signature-format must be v1 or bare');
     const url = webhookUrl(stringOption(args, 'url') ?? ctx.env.INGRESS_URL ?? DEFAULT_INGRESS_URL, sourceId);
 
     const sourcesFile = ctx.env.WEBHOOK_SOURCES_FILE;
@@ -83,6 +94,8 @@ export const sendCommand: CommandSpec = {
     }
     const source = sources.find((s) => s.id === sourceId);
     if (!source) throw new CommandFailed(`unknown source "${sourceId}"; known: ${sources.map((s) => s.id).join(', ')}`);
+    if (source.scheme !== 'hmac-sha256' && (timestampFormat !== 'unix' || signatureFormat !== 'v1'))
+      throw new UsageError(`--timestamp-format and --signature-format are for hmac-sha256 sources; "${sourceId}" uses ${source.scheme}`);
     const secretId = stringOption(args, 'secret-id');
     const secret = secretId ? source.secrets.find((s) => s.id === secretId) : source.secrets[0];
     if (!secret) throw new CommandFailed(`source "${sourceId}" has no secret "${secretId}"`);
@@ -105,7 +118,7 @@ export const sendCommand: CommandSpec = {
       // Sending invalid JSON on purpose is a legitimate test of the ingress; it answers 400.
     }
     const id = eventId ?? `msg_${randomUUID()}`;
-    const headers = signWebhook({ scheme: source.scheme, secret: secret.value, body, id });
+    const headers = signWebhook({ scheme: source.scheme, secret: secret.value, body, id, timestampFormat, signatureFormat });
     if (retry !== undefined) headers[RETRY_HEADER] = String(retry);
     const signatureHeader = SIGNATURE_HEADERS[source.scheme].signature;
     const shownHeaders = { ...headers, [signatureHeader]: redactSignature(headers[signatureHeader] ?? '') };

@@ -29,7 +29,7 @@ export const traceCommand: CommandSpec = {
     const lines = [
       `resource ${key}`,
       stateOut
-        ? `state: version ${stateOut.version}${stateOut.deleted ? ' (deleted: tombstone)' : ''}, last event ${stateOut.last_event_id}, updated ${stateOut.updated_at}`
+        ? `state: ${stateOut.ordered_by === 'occurred_at' ? `ordered by occurred_at ${stateOut.last_occurred_at}, version ${stateOut.version ?? 'none'}` : `version ${stateOut.version}`}${stateOut.deleted ? ' (deleted: tombstone)' : ''}, last event ${stateOut.last_event_id}, updated ${stateOut.updated_at}`
         : 'state: none',
       '',
       `events (${eventsOut.length}, newest first):`,

@@ -101,7 +101,12 @@ export function resourcePage(
               ${
                 trace.value.state
                   ? html`<p data-testid="state-version">
-                        version <strong>${trace.value.state.version}</strong>${trace.value.state.deleted ? ' (deleted: tombstone)' : ''},
+                        ${
+                          trace.value.state.ordered_by === 'occurred_at'
+                            ? html`ordered by <strong>occurred_at</strong>: <strong>${trace.value.state.last_occurred_at}</strong> (a later
+                                occurred_at applies; the same instant or earlier is stale), version ${trace.value.state.version ?? 'none'}`
+                            : html`version <strong>${trace.value.state.version}</strong>`
+                        }${trace.value.state.deleted ? ' (deleted: tombstone)' : ''},
                         last event <code>${trace.value.state.last_event_id}</code>, updated ${trace.value.state.updated_at}
                       </p>
                       <pre tabindex="0">${JSON.stringify(trace.value.state.data, null, 2)}</pre>`
@@ -118,6 +123,7 @@ export function resourcePage(
                       <th scope="col">event id</th>
                       <th scope="col">type</th>
                       <th scope="col">version</th>
+                      <th scope="col">occurred at</th>
                       <th scope="col">status</th>
                       <th scope="col">from</th>
                       <th scope="col">reason</th>
@@ -135,6 +141,7 @@ export function resourcePage(
                           <td><code>${e.event_id}</code></td>
                           <td>${e.event_type}</td>
                           <td>${e.version}</td>
+                          <td data-col="occurred">${e.occurred_at}</td>
                           <td data-col="status"><span class="status status-${e.status}">${e.status}</span></td>
                           <td data-col="from">${e.reconcile_trigger ? `${e.source ?? 'reconcile'} (${e.reconcile_trigger})` : e.source}</td>
                           <td>${e.duplicate_of ? `${e.reason ?? ''} of ${e.duplicate_of}` : (e.reason ?? e.last_error)}</td>

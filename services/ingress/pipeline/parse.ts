@@ -1,5 +1,6 @@
 import { eventAction, parseEvent, resourceKey, type ParseEventOptions } from '#domain/contract/index.ts';
 import type { EventRecordHeaders } from '#domain/contract/event-headers.ts';
+import { orderingOf } from '#domain/sources/index.ts';
 import { OPTIONAL_HEADERS, type Delivery } from './preflight.ts';
 import type { Rejection } from './rejections.ts';
 import type { VerifiedSignature } from './verify.ts';
@@ -39,6 +40,7 @@ export function parseAndMatch(
   const source = delivery.source;
   const resourceType = envelope.resource.type;
   const typeAllowed = source.resourceTypes.includes(resourceType);
+  const ordering = orderingOf(source, resourceType);
   const event: MatchedEvent = {
     eventId: envelope.event_id,
     source: source.id,
@@ -51,6 +53,7 @@ export function parseAndMatch(
     tenant: envelope.tenant_id,
     resource: resourceKey(envelope),
     typeLabel: typeAllowed ? envelope.event_type : undefined,
+    ...(ordering === 'occurred_at' ? { orderedBy: 'occurred_at' as const } : {}),
   };
   if (envelope.event_id !== delivery.id) return { kind: 'event_id_mismatch', header: delivery.names.id, event };
   if (delivery.eventType !== undefined && delivery.eventType !== envelope.event_type) {
@@ -61,6 +64,14 @@ export function parseAndMatch(
   }
   if (!typeAllowed) return { kind: 'resource_type_not_allowed', resourceType, allowed: source.resourceTypes, event };
   if (!source.tenants.includes(envelope.tenant_id)) return { kind: 'tenant_not_allowed', event };
+  // The version orders the event unless the source chose occurred_at for this type (seed 002).
+  if (envelope.resource.version === undefined && ordering === 'version') {
+    return {
+      kind: 'invalid_envelope',
+      message: `resource.version: required (source orders "${resourceType}" by version)`,
+      bodySha256: parsed.bodySha256,
+    };
+  }
   const strict = source.strictSchemas?.[resourceType];
   if (strict !== undefined && eventAction(envelope) !== 'delete') {
     const problem = strict.check(envelope.data);

@@ -2,7 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { contractExampleEvent, sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { contractExampleEvent, sampleThemeEvent, type ReceivedEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import type { RequestHeaders } from '../http-input.ts';
@@ -22,6 +22,7 @@ const SECRETS = {
   DEMO_SECRET: 'a-long-enough-hmac-secret',
   DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   DEMO_BODY_SECRET: 'a-long-enough-hmac-secret',
+  DEMO_TIME_SECRET: 'another-long-enough-hmac-secret',
 };
 const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
 const SECRET_OF: Record<string, string> = {
@@ -29,6 +30,7 @@ const SECRET_OF: Record<string, string> = {
   'demo-std': SECRETS.DEMO_STD_SECRET,
   'demo-body': SECRETS.DEMO_BODY_SECRET,
   'demo-strict': SECRETS.DEMO_SECRET,
+  'demo-time': SECRETS.DEMO_TIME_SECRET,
 };
 const NOW = 1_790_000_000;
 const clock = () => NOW;
@@ -277,6 +279,29 @@ describe('preflight', () => {
     expect(json(answer)).toEqual({ error: 'bad_request', message: 'x-webhook-retry must be a non-negative integer' });
   });
 
+  it.each([
+    ['demo', 'soon'],
+    ['demo', '2026-09-21T12:00:00'],
+    ['demo-std', '2026-09-21T12:00:00Z'],
+    ['nobody', 'soon'],
+  ])("%s: refuses the timestamp %j (in none of the scheme's forms) with 400, before the body", async (source, timestamp) => {
+    const header = source === 'demo-std' ? 'webhook-timestamp' : 'x-webhook-timestamp';
+    const { answer, rejection, registry } = await run(source, signed(source, undefined, { headers: { [header]: timestamp } }));
+    expect(rejection?.kind).toBe('malformed_timestamp');
+    expect(answer).toMatchObject({ status: 400, reason: 'malformed_timestamp' });
+    const forms = source === 'demo-std' ? 'unix seconds' : 'unix seconds or an ISO-8601 time with Z or an offset';
+    expect(json(answer)).toEqual({ error: 'bad_request', message: `${header} must be ${forms}` });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({
+      [`${source === 'nobody' ? 'unknown' : source}|malformed_timestamp`]: 1,
+    });
+  });
+
+  it('verify answers a malformed timestamp it is handed (preflight refuses it first) with the same 400', () => {
+    const answer = rejectionAnswer({ kind: 'signature_malformed_timestamp' });
+    covered.add('signature_malformed_timestamp');
+    expect(answer).toMatchObject({ status: 400, reason: 'malformed_timestamp', body: '{"error":"bad_request"}' });
+  });
+
   it('answers a body read that ran over the limit or the in-flight budget, and nobody when the client left', async () => {
     const tooLarge = bodyRejection({ kind: 'too_large' })!;
     covered.add(tooLarge.kind);
@@ -310,7 +335,6 @@ describe('verify', () => {
   });
 
   it.each([
-    ['signature_malformed_timestamp', 'malformed_timestamp', { headers: { 'x-webhook-timestamp': 'soon' } }],
     ['signature_timestamp_out_of_window', 'timestamp_out_of_window', { timestamp: NOW - 301 }],
     ['signature_malformed_signature', 'malformed_signature', { headers: { 'x-webhook-signature': 'v1=zz' } }],
     ['signature_no_matching_signature', 'no_matching_signature', { secret: 'another-long-enough-secret' }],
@@ -388,6 +412,36 @@ describe('parse and match', () => {
     // Known from the envelope: the request line names the event.
     expect(answer.event).toMatchObject({ tenant: overrides.tenant_id ?? 'tenant_acme', typeLabel: 'theme.updated' });
     expect(answer.bodySha256).toBe(answer.event!.bodySha256);
+  });
+
+  it('an envelope without resource.version: 422 where the type is ordered by version (the default)', async () => {
+    const event = sampleThemeEvent({ event_id: 'evt_1' }) as ReceivedEnvelope;
+    delete event.resource.version;
+    for (const source of ['demo', 'demo-time']) {
+      // demo-time orders theme by occurred_at but palette by version.
+      const body =
+        source === 'demo' ? event : { ...event, event_type: 'palette.updated', resource: { ...event.resource, type: 'palette' } };
+      const { answer, rejection } = await run(source, signed(source, body));
+      expect(rejection?.kind).toBe('invalid_envelope');
+      expect(answer).toMatchObject({ status: 422, reason: 'invalid_envelope' });
+      expect(json(answer)).toMatchObject({
+        message: expect.stringMatching(/^resource\.version: required \(source orders "(theme|palette)" by version\)$/),
+      });
+    }
+  });
+
+  it('a type the source orders by occurred_at: accepted with or without a version, and the record says ordered-by', async () => {
+    for (const withVersion of [false, true]) {
+      const event = sampleThemeEvent({ event_id: `evt_${String(withVersion)}` }) as ReceivedEnvelope;
+      if (!withVersion) delete event.resource.version;
+      const publisher = new RecordingPublisher();
+      const { answer } = await run('demo-time', signed('demo-time', event), publisher);
+      expect(answer.status).toBe(202);
+      expect(publisher.records[0]!.headers).toMatchObject({ 'ordered-by': 'occurred_at' });
+    }
+    const versioned = new RecordingPublisher();
+    await run('demo', signed('demo'), versioned);
+    expect(versioned.records[0]!.headers).not.toHaveProperty('ordered-by');
   });
 
   it('a resource type the source does not publish: 422, and its event type never becomes a label', async () => {
@@ -490,10 +544,11 @@ describe('the rejection table', () => {
     repeated_optional_header: [400, 'bad_request'],
     event_id_headers_differ: [400, 'event_id_mismatch'],
     malformed_retry_header: [400, 'bad_request'],
+    malformed_timestamp: [400, 'bad_request'],
     inflight_body_bytes: [503, 'unavailable'],
     unknown_source: [401, 'unauthorized'],
     signature_missing_header: [401, 'unauthorized'],
-    signature_malformed_timestamp: [401, 'unauthorized'],
+    signature_malformed_timestamp: [400, 'bad_request'],
     signature_timestamp_out_of_window: [401, 'unauthorized'],
     signature_malformed_signature: [401, 'unauthorized'],
     signature_no_matching_signature: [401, 'unauthorized'],

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SIGNATURE_HEADERS, type SignatureHeaderNames } from '#domain/signing/index.ts';
+import { parseSignedTimestamp, SIGNATURE_HEADERS, TIMESTAMP_FORMS, type SignatureHeaderNames } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
 import type { Rejection } from './rejections.ts';
@@ -106,6 +106,16 @@ export function preflight(
     requiredHeader(names.signature, signature, bodyUnbounded);
   if (problem !== undefined) return problem;
   if (id.conflict) return { kind: 'event_id_headers_differ', header: names.id, alias: ID_HEADER_ALIASES[names.id]!, bodyUnbounded };
+  // A timestamp in none of the scheme's forms is a malformed request (400, seed 004), not a bad
+  // signature. Decided by the scheme alone, so an unknown source (the default scheme's stand-in)
+  // is answered as a configured source of that scheme would be.
+  if (names.timestamp !== undefined && parseSignedTimestamp(source.scheme, timestamp!.value!) === undefined)
+    return {
+      kind: 'malformed_timestamp',
+      header: names.timestamp,
+      forms: TIMESTAMP_FORMS[source.scheme].includes('iso') ? 'unix seconds or an ISO-8601 time with Z or an offset' : 'unix seconds',
+      bodyUnbounded,
+    };
 
   const eventType = singleHeader(headers, OPTIONAL_HEADERS.eventType);
   const idempotencyKey = singleHeader(headers, OPTIONAL_HEADERS.idempotencyKey);

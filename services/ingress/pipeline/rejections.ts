@@ -39,6 +39,7 @@ export type Rejection =
   | ({ kind: 'repeated_optional_header' } & BeforeBody)
   | ({ kind: 'event_id_headers_differ'; header: string; alias: string } & BeforeBody)
   | ({ kind: 'malformed_retry_header'; header: string } & BeforeBody)
+  | ({ kind: 'malformed_timestamp'; header: string; forms: string } & BeforeBody)
   | { kind: 'inflight_body_bytes' }
   // verify
   | { kind: 'unknown_source' }
@@ -119,11 +120,19 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
     code: 'bad_request',
     message: (r) => `${r.header} must be a non-negative integer`,
   },
+  malformed_timestamp: {
+    status: 400,
+    reason: 'malformed_timestamp',
+    code: 'bad_request',
+    message: (r) => `${r.header} must be ${r.forms}`,
+    signatureFailure: true,
+  },
   inflight_body_bytes: { ...UNAVAILABLE, reason: 'inflight_body_bytes', closeConnection: true, overload: true },
 
   unknown_source: { ...UNAUTHORIZED, reason: 'unknown_source' },
   signature_missing_header: { ...UNAUTHORIZED, reason: 'missing_header' },
-  signature_malformed_timestamp: { ...UNAUTHORIZED, reason: 'malformed_timestamp' },
+  // Preflight refuses such a timestamp first (malformed_timestamp, 400); this row answers the same.
+  signature_malformed_timestamp: { status: 400, reason: 'malformed_timestamp', code: 'bad_request', signatureFailure: true },
   signature_timestamp_out_of_window: { ...UNAUTHORIZED, reason: 'timestamp_out_of_window' },
   signature_malformed_signature: { ...UNAUTHORIZED, reason: 'malformed_signature' },
   signature_no_matching_signature: { ...UNAUTHORIZED, reason: 'no_matching_signature' },

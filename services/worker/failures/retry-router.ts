@@ -3,8 +3,8 @@ import type { IHeaders, Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { traceIdHeader } from '#domain/contract/event-headers.ts';
+import { parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
+import { eventOrdering, traceIdHeader } from '#domain/contract/event-headers.ts';
 import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import {
   classifyFailure,
@@ -160,7 +160,7 @@ export class RetryRouter {
   /** Returns the stored version when the event is stale, else records the failure in the inbox. */
   async #recordFailure(
     record: SourceRecord,
-    envelope: EventEnvelope | undefined,
+    envelope: ReceivedEnvelope | undefined,
     bodySha256: string,
     failure: ClassifiedFailure,
     attempt: number,
@@ -180,7 +180,9 @@ export class RetryRouter {
         resource_type: envelope.resource.type,
         resource_id: envelope.resource.id,
       });
-      const isStale = storedVersion !== undefined && storedVersion >= envelope.resource.version;
+      // By version only: an event ordered by occurred_at goes on down the chain and is decided when it applies.
+      const version = eventOrdering(record.headers, envelope) === 'version' ? envelope.resource.version : undefined;
+      const isStale = storedVersion !== undefined && version !== undefined && storedVersion >= version;
       const rowStatus = isStale ? 'stale' : status;
       const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
       const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);

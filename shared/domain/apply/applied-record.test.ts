@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { appliedRecordSchema, eventAction, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import {
+  appliedRecordSchema,
+  eventAction,
+  resourceKey,
+  sampleThemeEvent,
+  type EventEnvelope,
+  type ReceivedEnvelope,
+} from '#domain/contract/index.ts';
 import { Kafka, type KafkaEvent, type KafkaMessage } from 'cloudevents';
 import {
   appliedHeaders,
@@ -11,8 +18,9 @@ import {
 } from './applied-record.ts';
 import type { ParsedEvent } from './types.ts';
 
-function parsed(envelope: EventEnvelope): ParsedEvent {
+function parsed(envelope: ReceivedEnvelope, orderedBy: ParsedEvent['orderedBy'] = 'version'): ParsedEvent {
   return {
+    orderedBy,
     record: { topic: 't', partition: 0, offset: '0', key: null, value: null },
     envelope,
     bodySha256: 'sha',
@@ -24,7 +32,7 @@ function parsed(envelope: EventEnvelope): ParsedEvent {
 }
 
 describe('serializeAppliedRecord', () => {
-  it('is byte for byte JSON.stringify(buildAppliedRecord(...)), upserts and deletes', () => {
+  it('is byte for byte JSON.stringify(buildAppliedRecord(...)), upserts and deletes, by version or by occurred_at', () => {
     const appliedAt = new Date('2026-11-30T01:02:03.456Z');
     fc.assert(
       fc.property(
@@ -32,14 +40,16 @@ describe('serializeAppliedRecord', () => {
         fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
         fc.nat(),
         fc.boolean(),
-        (eventId, name, version, isDelete) => {
-          const envelope = sampleThemeEvent({
+        fc.constantFrom('version', 'occurred_at with a version', 'occurred_at without one'),
+        (eventId, name, version, isDelete, ordering) => {
+          const envelope: ReceivedEnvelope = sampleThemeEvent({
             event_id: eventId,
             resource: { id: 'theme_x', version },
             ...(isDelete ? { event_type: 'theme.deleted', data: undefined } : {}),
           });
           if (!isDelete) envelope.data = { ...envelope.data!, name };
-          const event = parsed(envelope);
+          if (ordering === 'occurred_at without one') delete envelope.resource.version;
+          const event = parsed(envelope, ordering === 'version' ? 'version' : 'occurred_at');
           const dataJson = isDelete ? null : JSON.stringify(envelope.data ?? {});
           expect(serializeAppliedRecord(event, appliedAt.toISOString(), dataJson)).toBe(
             JSON.stringify(buildAppliedRecord(event, appliedAt)),
@@ -119,5 +129,22 @@ describe('the applied record contract (appliedRecordSchema, the JSON Schema and 
       expect(appliedRecordSchema.safeParse(JSON.parse(bytes)).success).toBe(true);
     }
     expect(appliedRecordSchema.safeParse({ event_id: 'e' }).success).toBe(false);
+  });
+
+  it('says what ordered a change by occurred_at, and leaves out a version the event did not carry', () => {
+    const envelope: ReceivedEnvelope = sampleThemeEvent({ resource: { id: 'theme_t' } });
+    delete envelope.resource.version;
+    const bytes = serializeAppliedRecord(parsed(envelope, 'occurred_at'), '2026-12-01T10:00:00.000Z', JSON.stringify(envelope.data));
+    const value = JSON.parse(bytes) as Record<string, unknown>;
+    expect(value).toMatchObject({
+      resource: { type: 'theme', id: 'theme_t' },
+      ordered_by: 'occurred_at',
+      occurred_at: envelope.occurred_at,
+    });
+    expect(value.resource).not.toHaveProperty('version');
+    expect(appliedRecordSchema.safeParse(value).success).toBe(true);
+    // Ordered by version: the record is exactly what it always was, without ordered_by.
+    expect(serializeAppliedRecord(parsed(sampleThemeEvent()), '2026-12-01T10:00:00.000Z', '{}')).not.toContain('ordered_by');
+    expect(cloudEventHeaders('tenant_acme/theme/theme_t', envelope.event_id, bytes)).toMatchObject({ ce_time: envelope.occurred_at });
   });
 });

@@ -6,7 +6,10 @@ import type { ParsedEvent } from './types.ts';
 export interface AppliedRecord {
   event_id: string;
   tenant_id: string;
-  resource: { type: string; id: string; version: number };
+  /** version: absent when the event carried none (a source ordering by occurred_at). */
+  resource: { type: string; id: string; version?: number };
+  /** Present only when occurred_at ordered the change (absent: its version did). */
+  ordered_by?: 'occurred_at';
   action: EventAction;
   /** The full snapshot; null for a delete (the tombstone keeps its version). */
   data: Record<string, unknown> | null;
@@ -21,10 +24,12 @@ export const APPLIED_HEADER_SOURCE_OFFSET = 'source-offset';
 
 export function buildAppliedRecord(event: ParsedEvent, appliedAt: Date): AppliedRecord {
   const { envelope } = event;
+  const { type, id, version } = envelope.resource;
   return {
     event_id: envelope.event_id,
     tenant_id: envelope.tenant_id,
-    resource: { type: envelope.resource.type, id: envelope.resource.id, version: envelope.resource.version },
+    resource: version === undefined ? { type, id } : { type, id, version },
+    ...(event.orderedBy === 'occurred_at' ? { ordered_by: 'occurred_at' as const } : {}),
     action: event.action,
     data: event.action === 'delete' ? null : (envelope.data ?? {}),
     occurred_at: envelope.occurred_at,
@@ -42,7 +47,9 @@ export function serializeAppliedRecord(event: ParsedEvent, appliedAtIso: string,
   const { resource } = envelope;
   return (
     `{"event_id":${JSON.stringify(envelope.event_id)},"tenant_id":${JSON.stringify(envelope.tenant_id)},` +
-    `"resource":{"type":${JSON.stringify(resource.type)},"id":${JSON.stringify(resource.id)},"version":${JSON.stringify(resource.version)}},` +
+    `"resource":{"type":${JSON.stringify(resource.type)},"id":${JSON.stringify(resource.id)}` +
+    (resource.version === undefined ? '},' : `,"version":${JSON.stringify(resource.version)}},`) +
+    (event.orderedBy === 'occurred_at' ? '"ordered_by":"occurred_at",' : '') +
     `"action":${JSON.stringify(event.action)},"data":${dataJson ?? 'null'},` +
     `"occurred_at":${JSON.stringify(envelope.occurred_at)},"applied_at":${JSON.stringify(appliedAtIso)}}`
   );

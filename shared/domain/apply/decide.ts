@@ -1,11 +1,12 @@
-import { eventFingerprint, parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { eventFingerprint, parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
+import { formatMicros } from '#domain/contract/occurred-at.ts';
 import type { ApplyOutcome, ParsedEvent } from './types.ts';
 
 /** An inbox row the decisions know of: from the database (payload) or decided earlier in the chunk (envelope). */
 export interface KnownInboxRow {
   bodySha256: string;
   status: string;
-  envelope?: EventEnvelope;
+  envelope?: ReceivedEnvelope;
   payload?: string;
   /** Stored by retention when it pruned the payload. */
   fingerprint?: string;
@@ -25,22 +26,28 @@ export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): bool
   return knownFingerprint !== undefined && knownFingerprint === eventFingerprint(event.envelope);
 }
 
-function parsedPayload(payload: string | undefined): EventEnvelope | undefined {
+function parsedPayload(payload: string | undefined): ReceivedEnvelope | undefined {
   if (payload === undefined) return undefined;
   const parsed = parseEvent(Buffer.from(payload, 'utf8'));
   return parsed.ok ? parsed.envelope : undefined;
 }
 
 export interface KnownState {
-  version: number;
+  /** null: the row was applied by occurred_at from an event without a version. */
+  version: number | null;
   deleted: boolean;
+  /** The occurred_at (microseconds) that ordered the row; null or absent: it was ordered by version. */
+  occurredAtMicros?: bigint | null;
 }
 
 export interface Decision {
   event: ParsedEvent;
   outcome: Exclude<ApplyOutcome, 'invalid'>;
   reason?: string;
+  /** null when there was no stored row (or, ordered by occurred_at, when it had no version). */
   storedVersion: number | null;
+  /** Ordered by occurred_at: the stored row's occurred_at it was compared with (null: none). */
+  storedOccurredAtMicros?: bigint | null;
   versionGap: boolean;
   /** Write (insert, or settle a pending row) this event's inbox row. */
   writeInbox: boolean;
@@ -75,7 +82,10 @@ export function decideOutcomes(
     const known = inbox.get(eventKey);
     const stored = states.get(event.resourceKey);
     const storedVersion = stored ? stored.version : null;
-    const base = { event, storedVersion, versionGap: false };
+    const base =
+      event.orderedBy === 'version'
+        ? { event, storedVersion, versionGap: false }
+        : { event, storedVersion, storedOccurredAtMicros: stored?.occurredAtMicros ?? null, versionGap: false };
     // A redelivery (other delivery_attempt, whitespace or key order) has the same fingerprint.
     if (known && !sameEventContent(known, event)) {
       decisions.push({ ...base, outcome: 'quarantined', reason: QUARANTINE_REASON, writeInbox: false });
@@ -98,20 +108,32 @@ export function decideOutcomes(
       });
       continue;
     }
-    const version = envelope.resource.version;
     let outcome: Decision['outcome'];
     let reason: string | undefined;
     let versionGap = false;
-    if (stored && stored.version > version) {
-      outcome = 'stale';
-      reason = `stored version ${stored.version}`;
-    } else if (stored && stored.version === version) {
-      outcome = 'duplicate_version';
-      reason = `stored version ${stored.version}`;
+    if (event.orderedBy === 'occurred_at') {
+      ({ outcome, reason } = byOccurredAt(event, stored));
+      if (outcome === 'applied') {
+        states.set(event.resourceKey, {
+          version: envelope.resource.version ?? null,
+          deleted: event.action === 'delete',
+          occurredAtMicros: event.occurredAtMicros!,
+        });
+      }
     } else {
-      outcome = 'applied';
-      versionGap = stored !== undefined && version > stored.version + 1;
-      states.set(event.resourceKey, { version, deleted: event.action === 'delete' });
+      const version = envelope.resource.version!;
+      // A row last ordered by occurred_at without a version has nothing to compare: the event applies.
+      if (stored && stored.version !== null && stored.version > version) {
+        outcome = 'stale';
+        reason = `stored version ${stored.version}`;
+      } else if (stored && stored.version === version) {
+        outcome = 'duplicate_version';
+        reason = `stored version ${stored.version}`;
+      } else {
+        outcome = 'applied';
+        versionGap = stored !== undefined && stored.version !== null && version > stored.version + 1;
+        states.set(event.resourceKey, { version, deleted: event.action === 'delete', occurredAtMicros: null });
+      }
     }
     inbox.set(eventKey, { bodySha256: event.bodySha256, status: outcome, envelope });
     // Only the event that applied claims its key: a stale or failed one must not block the
@@ -120,4 +142,18 @@ export function decideOutcomes(
     decisions.push({ ...base, outcome, ...(reason === undefined ? {} : { reason }), versionGap, writeInbox: true });
   }
   return decisions;
+}
+
+/**
+ * Seed 002's fallback: an event applies only when its occurred_at is after the stored one. A tie
+ * is `stale`, not `duplicate_version`: two events at one instant may be two different changes
+ * (parallel updates, coarse clocks), and nothing says which is later, so the first applied stays.
+ * A repeat of the same event is still `duplicate`, by event id, before this point. A row ordered
+ * by version until now (no stored occurred_at) has nothing to compare: the event applies.
+ */
+function byOccurredAt(event: ParsedEvent, stored: KnownState | undefined): { outcome: 'applied' | 'stale'; reason?: string } {
+  const storedAt = stored?.occurredAtMicros;
+  if (storedAt === undefined || storedAt === null || event.occurredAtMicros! > storedAt) return { outcome: 'applied' };
+  const tie = event.occurredAtMicros === storedAt;
+  return { outcome: 'stale', reason: `stored occurred_at ${formatMicros(storedAt)}${tie ? ' (same instant)' : ''}` };
 }

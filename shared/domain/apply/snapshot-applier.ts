@@ -7,7 +7,9 @@ import { serializeAppliedRecord } from './applied-record.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { beginApplyAndLock, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
+import { formatMicros, occurredAtMicros } from '#domain/contract/occurred-at.ts';
 import {
+  eventOrdering,
   receivedAtHeader,
   reconcileTriggerHeader,
   sourceHeader,
@@ -154,7 +156,11 @@ export class SnapshotApplier {
       } else if (r.kind === 'idem') idempotency.set(tenantScopedKey(r.tenant_id, r.idempotency_key), r.event_id);
       else {
         const key = resourceKey({ tenant_id: r.tenant_id, resource: { type: r.resource_type, id: r.resource_id, version: 0 } });
-        states.set(key, { version: Number(r.version), deleted: r.deleted === true });
+        states.set(key, {
+          version: r.version === null ? null : Number(r.version),
+          deleted: r.deleted === true,
+          occurredAtMicros: r.last_occurred_us === null ? null : BigInt(r.last_occurred_us),
+        });
       }
     }
 
@@ -208,6 +214,7 @@ export class SnapshotApplier {
         last_event_id: env(d).event_id,
         source_partition: d.event.record.partition,
         data: dataJson.get(d)!,
+        last_occurred_at: d.event.occurredAtMicros === undefined ? null : formatMicros(d.event.occurredAtMicros),
       })),
       outbox: outboxRows.map((d) => ({
         event_id: env(d).event_id,
@@ -263,6 +270,7 @@ function parseRecord(record: SourceRecord): Parsed {
     };
   }
   const envelope = result.envelope;
+  const orderedBy = eventOrdering(record.headers, envelope);
   return {
     ok: true,
     event: {
@@ -273,6 +281,8 @@ function parseRecord(record: SourceRecord): Parsed {
       deliveryAttempt: deliveryAttemptOf(record, envelope),
       resourceKey: resourceKey(envelope),
       action: eventAction(envelope),
+      orderedBy,
+      ...(orderedBy === 'occurred_at' ? { occurredAtMicros: occurredAtMicros(envelope.occurred_at) } : {}),
     },
   };
 }
@@ -286,10 +296,12 @@ function toResult(d: Decision): ApplyResult {
     eventId: envelope.event_id,
     resourceKey: d.event.resourceKey,
     resource: { tenantId: envelope.tenant_id, type: envelope.resource.type, id: envelope.resource.id },
-    version: envelope.resource.version,
+    ...(envelope.resource.version === undefined ? {} : { version: envelope.resource.version }),
     eventType: envelope.event_type,
     action: d.event.action,
-    storedVersion: d.storedVersion,
+    orderedBy: d.event.orderedBy,
+    // Reconciliation's triggers (unseen, gap) read versions: an event ordered by time reports none.
+    ...(d.event.orderedBy === 'version' ? { storedVersion: d.storedVersion } : {}),
     versionGap: d.versionGap,
     ...(d.reason === undefined ? {} : { reason: d.reason }),
   };

@@ -1,6 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { deliveryAttemptHeader } from '#domain/contract/event-headers.ts';
-import type { EventEnvelope } from '#domain/contract/index.ts';
+import type { ReceivedEnvelope } from '#domain/contract/index.ts';
 import type { SourceRecord } from './types.ts';
 
 /** A consumed Kafka message as the apply path sees it (the raw body untouched). */
@@ -17,6 +17,6 @@ export function toSourceRecord(topic: string, partition: number, message: KafkaM
 }
 
 /** The provider's attempt number: X-Webhook-Retry as the ingress passed it on, else the body's delivery_attempt. */
-export function deliveryAttemptOf(record: SourceRecord, envelope: EventEnvelope): number | undefined {
+export function deliveryAttemptOf(record: SourceRecord, envelope: ReceivedEnvelope): number | undefined {
   return deliveryAttemptHeader(record.headers) ?? envelope.delivery_attempt;
 }

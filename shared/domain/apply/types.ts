@@ -1,4 +1,4 @@
-import type { EventAction, EventEnvelope } from '#domain/contract/index.ts';
+import type { EventAction, ReceivedEnvelope } from '#domain/contract/index.ts';
 import type { BridgeError } from '#plumbing/errors/bridge-error.ts';
 
 export type RecordHeaderValue = Buffer | string | (Buffer | string)[] | undefined;
@@ -29,8 +29,10 @@ export interface ApplyResult {
   /** `<type>.created|updated|deleted`. */
   eventType?: string;
   action?: EventAction;
-  /** The stored version the event was compared with (null: the resource was unknown). */
+  /** The stored version the event was compared with (null: the resource was unknown, or has none). */
   storedVersion?: number | null;
+  /** What ordered the event: its version, or (a source's choice) its occurred_at. */
+  orderedBy?: 'version' | 'occurred_at';
   /** Applied with a version more than one above the stored version. */
   versionGap?: boolean;
   reason?: string;
@@ -42,7 +44,7 @@ export interface ApplyResult {
 
 export interface ParsedEvent {
   record: SourceRecord;
-  envelope: EventEnvelope;
+  envelope: ReceivedEnvelope;
   bodySha256: string;
   /** The raw body exactly as consumed. */
   bytes: Buffer;
@@ -50,4 +52,8 @@ export interface ParsedEvent {
   deliveryAttempt: number | undefined;
   resourceKey: string;
   action: EventAction;
+  /** What orders it against the stored state (see eventOrdering). */
+  orderedBy: 'version' | 'occurred_at';
+  /** occurred_at in microseconds (occurredAtMicros); set when ordered by occurred_at. */
+  occurredAtMicros?: bigint;
 }

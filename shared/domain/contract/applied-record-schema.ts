@@ -11,8 +11,20 @@ export const appliedRecordSchema = z
     resource: z.strictObject({
       type: z.string().min(1),
       id: z.string().min(1),
-      version: z.number().int().meta({ description: "The provider's version this state has" }),
+      version: z
+        .number()
+        .int()
+        .optional()
+        .meta({ description: "The provider's version this state has; absent when the event carried none (ordered_by occurred_at)" }),
     }),
+    ordered_by: z
+      .literal('occurred_at')
+      .optional()
+      .meta({
+        description:
+          "What ordered this change when it was not the version: the source orders this resource type by the provider's occurred_at " +
+          '(a later occurred_at applies; the same instant or an earlier one is stale). Absent: ordered by resource.version',
+      }),
     action: z.enum(['upsert', 'delete']).meta({ description: 'upsert: created or updated; delete: a tombstone (data is null)' }),
     data: z
       .record(z.string(), z.unknown())

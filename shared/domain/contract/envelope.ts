@@ -20,7 +20,15 @@ const keySegment = (what: string) =>
 export const resourceSchema = z.strictObject({
   type: z.string().regex(RESOURCE_TYPE_PATTERN).meta({ description: 'Resource type; must equal the <resource> part of event_type' }),
   id: keySegment('Resource id'),
-  version: z.int().min(0).meta({ description: 'Monotonic per resource; the worker applies only versions above the stored one' }),
+  version: z
+    .int()
+    .min(0)
+    .optional()
+    .meta({
+      description:
+        'Monotonic per resource; the worker applies only versions above the stored one. ' +
+        'Required unless the source orders this resource type by occurred_at (then optional, and not used for ordering)',
+    }),
 });
 
 export const occurredAtSchema = z.iso
@@ -75,7 +83,10 @@ export const eventEnvelopeSchema = z
     description: 'Body of every webhook POSTed to the bridge. Snapshots, not deltas.',
   });
 
-export type EventEnvelope = z.infer<typeof eventEnvelopeSchema>;
+/** An envelope as received: `resource.version` may be absent (a source ordering by occurred_at). */
+export type ReceivedEnvelope = z.infer<typeof eventEnvelopeSchema>;
+/** An envelope that carries its resource version, as every version-ordered source's does (and the samples build). */
+export type EventEnvelope = ReceivedEnvelope & { resource: { version: number } };
 export type EventAction = 'upsert' | 'delete';
 
 export type EventVersionCheck =
@@ -106,10 +117,10 @@ export function checkEventVersion(input: unknown): EventVersionCheck {
   return { ok: true, version: version as EventVersion };
 }
 
-export function resourceKey(envelope: Pick<EventEnvelope, 'tenant_id' | 'resource'>): string {
+export function resourceKey(envelope: Pick<ReceivedEnvelope, 'tenant_id' | 'resource'>): string {
   return `${envelope.tenant_id}/${envelope.resource.type}/${envelope.resource.id}`;
 }
 
-export function eventAction(envelope: Pick<EventEnvelope, 'event_type'>): EventAction {
+export function eventAction(envelope: Pick<ReceivedEnvelope, 'event_type'>): EventAction {
   return envelope.event_type.endsWith('.deleted') ? 'delete' : 'upsert';
 }

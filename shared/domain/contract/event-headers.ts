@@ -1,4 +1,5 @@
 import { headerText, type RecordHeaders } from '#plumbing/kafka/headers.ts';
+import type { ReceivedEnvelope } from './envelope.ts';
 
 // Headers of a record on the events topic: written by the ingress, read by the worker and the
 // CLI. The raw body stays untouched; what the ingress learnt about the delivery travels here.
@@ -14,6 +15,12 @@ export const EVENT_HEADERS = {
   idempotencyKey: 'idempotency-key',
   /** The provider's attempt number (X-Webhook-Retry), when it sent one. */
   deliveryAttempt: 'delivery-attempt',
+  /**
+   * `occurred_at` when the source orders this resource type by occurred_at (absent: by version).
+   * Travels with the record so the worker, the retry chain and a reprocess order it as the
+   * ingress accepted it, whatever the sources file says later.
+   */
+  orderedBy: 'ordered-by',
   /** Why a reconciliation pulled this snapshot (gap, unseen, quarantine, operator); only on records from `reconcile`. */
   reconcileTrigger: 'reconcile-trigger',
   /** W3C trace context (the names the W3C propagator and @opentelemetry/instrumentation-kafkajs use);
@@ -38,6 +45,8 @@ export interface EventRecordHeaders {
   idempotencyKey?: string | undefined;
   deliveryAttempt?: number | undefined;
   reconcileTrigger?: string | undefined;
+  /** Set only for time ordering; version ordering is the default and writes no header. */
+  orderedBy?: 'occurred_at' | undefined;
   traceparent?: string | undefined;
   tracestate?: string | undefined;
 }
@@ -55,6 +64,7 @@ export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string
   if (h.idempotencyKey !== undefined) headers[EVENT_HEADERS.idempotencyKey] = h.idempotencyKey;
   if (h.reconcileTrigger !== undefined) headers[EVENT_HEADERS.reconcileTrigger] = h.reconcileTrigger;
   if (h.deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(h.deliveryAttempt);
+  if (h.orderedBy !== undefined) headers[EVENT_HEADERS.orderedBy] = h.orderedBy;
   if (h.traceparent !== undefined) headers[EVENT_HEADERS.traceparent] = h.traceparent;
   if (h.tracestate !== undefined) headers[EVENT_HEADERS.tracestate] = h.tracestate;
   return headers;
@@ -83,6 +93,7 @@ export function decodeEventHeaders(headers: RecordHeaders | undefined): Partial<
   if (idempotencyKey !== undefined) out.idempotencyKey = idempotencyKey;
   const attempt = deliveryAttemptHeader(headers);
   if (attempt !== undefined) out.deliveryAttempt = attempt;
+  if (text(EVENT_HEADERS.orderedBy) === 'occurred_at') out.orderedBy = 'occurred_at';
   const trigger = text(EVENT_HEADERS.reconcileTrigger);
   if (trigger !== undefined) out.reconcileTrigger = trigger;
   const { traceparent, tracestate } = traceContextHeaders(headers);
@@ -105,6 +116,15 @@ export function receivedAtHeader(headers: RecordHeaders | undefined): Date | und
 export function deliveryAttemptHeader(headers: RecordHeaders | undefined): number | undefined {
   const text = headerText(headers, EVENT_HEADERS.deliveryAttempt);
   return text !== undefined && /^\d{1,9}$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * What orders this event: `occurred_at` when the ingress said so (the source orders its type by
+ * time) or when the envelope has no version (only such a source lets one through); else version.
+ */
+export function eventOrdering(headers: RecordHeaders | undefined, envelope: ReceivedEnvelope): 'version' | 'occurred_at' {
+  if (envelope.resource.version === undefined) return 'occurred_at';
+  return headerText(headers, EVENT_HEADERS.orderedBy) === 'occurred_at' ? 'occurred_at' : 'version';
 }
 
 /** `source`: the webhook source the ingress verified, or `reconcile`. */

@@ -52,10 +52,11 @@ export function isCertainlyValidEvent(value: Obj): boolean {
   if (typeof tenant_id !== 'string' || !KEY_SEGMENT_PATTERN.test(tenant_id)) return false;
   if (delivery_attempt !== undefined && !isInt(delivery_attempt, 1)) return false;
   if (idempotency_key !== undefined && !boundedString(idempotency_key, 1, 200)) return false;
-  if (!isPlainObject(resource) || countAllowedKeys(resource, RESOURCE_KEYS) !== 3) return false;
+  if (!isPlainObject(resource) || countAllowedKeys(resource, RESOURCE_KEYS) < 2) return false;
   const { type, id, version } = resource;
   if (typeof type !== 'string' || !RESOURCE_TYPE_PATTERN.test(type)) return false;
-  if (typeof id !== 'string' || !KEY_SEGMENT_PATTERN.test(id) || !isInt(version, 0)) return false;
+  // version may be absent (a source ordering by occurred_at); whether it may be is the ingress's call.
+  if (typeof id !== 'string' || !KEY_SEGMENT_PATTERN.test(id) || (version !== undefined && !isInt(version, 0))) return false;
   const dot = event_type.indexOf('.');
   if (event_type.slice(0, dot) !== type) return false;
   if (typeof occurred_at !== 'string' || !occurredAtSchema.safeParse(occurred_at).success) return false;

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import type { EventEnvelope } from './envelope.ts';
+import type { ReceivedEnvelope } from './envelope.ts';
 
 /** Fields that describe one delivery, not the event: a redelivery may change them freely. */
 export const DELIVERY_ONLY_FIELDS: readonly string[] = ['delivery_attempt'];
@@ -12,7 +12,7 @@ export const DELIVERY_ONLY_FIELDS: readonly string[] = ['delivery_attempt'];
  * digest cannot serve: a provider that retries may re-serialise the body (other whitespace, other
  * key order) and counts its attempts in the body.
  */
-export function eventFingerprint(envelope: EventEnvelope): string {
+export function eventFingerprint(envelope: ReceivedEnvelope): string {
   const content: Record<string, unknown> = { ...envelope };
   for (const field of DELIVERY_ONLY_FIELDS) delete content[field];
   return hash('sha256', canonicalize(content) ?? '', 'hex');

@@ -10,7 +10,7 @@ export {
   resourceSchema,
   SUPPORTED_EVENT_VERSIONS,
 } from './envelope.ts';
-export type { EventAction, EventEnvelope, EventVersion, EventVersionCheck } from './envelope.ts';
+export type { EventAction, EventEnvelope, EventVersion, EventVersionCheck, ReceivedEnvelope } from './envelope.ts';
 export {
   CHECKSUM_PATTERN,
   COLOUR_PATTERN,

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { z } from 'zod';
 import { checkEventVersion, eventAction, eventEnvelopeSchema } from './envelope.ts';
-import type { EventEnvelope } from './envelope.ts';
+import type { ReceivedEnvelope } from './envelope.ts';
 import { isCertainlyValidEvent } from './fast-validate.ts';
 import { themeSnapshotSchema } from './theme-snapshot.ts';
 
@@ -21,7 +21,7 @@ export type ParseErrorCode =
   | 'invalid_data';
 
 export type ParseEventResult =
-  { ok: true; envelope: EventEnvelope; bodySha256: string } | { ok: false; code: ParseErrorCode; message: string; bodySha256: string };
+  { ok: true; envelope: ReceivedEnvelope; bodySha256: string } | { ok: false; code: ParseErrorCode; message: string; bodySha256: string };
 
 export interface ParseEventOptions {
   maxDepth?: number;
@@ -72,7 +72,7 @@ export function parseEvent(rawBytes: Uint8Array, options: ParseEventOptions = {}
   // The envelope returned is always the parsed value itself, never zod's output: `data` must reach
   // Postgres and the applied topic exactly as the provider sent it. The common case is checked
   // without zod; anything else gets zod's verdict and messages below.
-  const envelope = value as EventEnvelope;
+  const envelope = value as ReceivedEnvelope;
   if (isCertainlyValidEvent(value as Record<string, unknown>)) return { ok: true, envelope, bodySha256 };
 
   const envelopeResult = eventEnvelopeSchema.safeParse(value);

@@ -1,6 +1,6 @@
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 import { tenantScopedKey } from '#domain/apply/index.ts';
-import { parseEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import { decodeDeadLetterInfo, DLQ_HEADERS, originalHeaders, type DeadLetterInfo } from '#domain/failures/index.ts';
 import { headerText } from '#plumbing/kafka/headers.ts';
@@ -20,7 +20,7 @@ export interface DlqEntry {
   /** From the body; the inbox is keyed by (tenant, event id). */
   tenantId: string | null;
   /** The body's envelope, when it is a valid event. */
-  envelope: EventEnvelope | null;
+  envelope: ReceivedEnvelope | null;
   info: DeadLetterInfo | null;
   /** Why the DLQ headers could not be decoded, when they could not. */
   problem: string | null;
@@ -29,7 +29,7 @@ export interface DlqEntry {
 interface BodyIdentity {
   eventId: string | null;
   tenantId: string | null;
-  envelope: EventEnvelope | null;
+  envelope: ReceivedEnvelope | null;
 }
 
 function bodyIdentity(value: Buffer | null): BodyIdentity {

@@ -2,6 +2,7 @@
 // and the console's resource page.
 import { resourceKey } from '#domain/contract/index.ts';
 import { traceIdOf } from '#domain/contract/event-headers.ts';
+import { formatMicros } from '#domain/contract/occurred-at.ts';
 import { selectResourceAnomalies } from '#domain/store/anomalies.ts';
 import { selectResourceEvents } from '#domain/store/inbox.ts';
 import { selectAppliedRecords } from '#domain/store/outbox.ts';
@@ -24,7 +25,11 @@ export async function resourceTrace(pool: Queryable, resource: ResourceRef) {
   ]);
   const stateOut = s
     ? {
-        version: Number(s.version),
+        version: s.version === null ? null : Number(s.version),
+        /** What orders this resource's events: its version, or (the source's choice) occurred_at. */
+        ordered_by: s.last_occurred_us === null ? ('version' as const) : ('occurred_at' as const),
+        /** The occurred_at that ordered the state, to the microsecond (ordered by occurred_at only). */
+        last_occurred_at: s.last_occurred_us === null ? null : formatMicros(BigInt(s.last_occurred_us)),
         deleted: s.deleted,
         data: s.data,
         last_event_id: s.last_event_id,

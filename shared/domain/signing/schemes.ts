@@ -1,3 +1,4 @@
+import { z } from 'zod';
 export const SIGNATURE_SCHEMES = ['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const;
 export type SignatureScheme = (typeof SIGNATURE_SCHEMES)[number];
 
@@ -24,10 +25,15 @@ export interface SignatureFormat {
   tag: string;
   separator: '=' | ',';
   encoding: 'hex' | 'base64';
+  /**
+   * An entry may also be the bare hex MAC, untagged (seed 004's sample sends that): unambiguous,
+   * since a tagged entry always holds its separator and a bare one is exactly 64 hex digits.
+   */
+  bareHex?: true;
 }
 
 export const SIGNATURE_FORMATS: Readonly<Record<SignatureScheme, SignatureFormat>> = {
-  'hmac-sha256': { tag: 'v1', separator: '=', encoding: 'hex' },
+  'hmac-sha256': { tag: 'v1', separator: '=', encoding: 'hex', bareHex: true },
   'standard-webhooks': { tag: 'v1', separator: ',', encoding: 'base64' },
   'hmac-sha256-body': { tag: 'sha256', separator: '=', encoding: 'hex' },
 };
@@ -36,6 +42,40 @@ export const SIGNATURE_FORMATS: Readonly<Record<SignatureScheme, SignatureFormat
 export function formatSignature(scheme: SignatureScheme, mac: Uint8Array): string {
   const { tag, separator, encoding } = SIGNATURE_FORMATS[scheme];
   return `${tag}${separator}${Buffer.from(mac).toString(encoding)}`;
+}
+
+/**
+ * The forms a scheme's timestamp header may take: unix seconds always; hmac-sha256 also an
+ * ISO-8601 time with `Z` or an offset (seed 004: "UNIX epoch or a signed ISO timestamp").
+ * Standard Webhooks stays with unix seconds, as its spec and reference libraries do.
+ */
+export const TIMESTAMP_FORMS: Readonly<Record<SignatureScheme, readonly ('unix' | 'iso')[]>> = {
+  'hmac-sha256': ['unix', 'iso'],
+  'standard-webhooks': ['unix'],
+  'hmac-sha256-body': [],
+};
+
+const UNIX_SECONDS = /^\d{1,15}$/;
+// Calendar-checked (no 30 February), seconds required, Z or ±HH:MM: the envelope's occurred_at rule.
+const ISO_TIMESTAMP = z.iso.datetime({ offset: true });
+
+/**
+ * The instant a timestamp header names, in unix seconds (an ISO time may carry a fraction), or
+ * undefined when it is in none of the scheme's forms. The signature still covers the header's
+ * string exactly as sent, never this number.
+ */
+export function parseSignedTimestamp(scheme: SignatureScheme, value: string): number | undefined {
+  const forms = TIMESTAMP_FORMS[scheme];
+  if (forms.includes('unix') && UNIX_SECONDS.test(value)) return Number(value);
+  if (forms.includes('iso') && value.length <= 40 && ISO_TIMESTAMP.safeParse(value).success) {
+    const ms = Date.parse(value);
+    if (Number.isNaN(ms)) return undefined;
+    // Date.parse keeps milliseconds; the digits after them matter to no window.
+    const fraction = /\.(\d+)/.exec(value)?.[1];
+    const subMs = fraction !== undefined && fraction.length > 3 ? Number(`0.${fraction.slice(3)}`) / 1000 : 0;
+    return ms / 1000 + subMs;
+  }
+  return undefined;
 }
 
 const STANDARD_SECRET_PREFIX = 'whsec_';

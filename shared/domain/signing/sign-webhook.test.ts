@@ -38,6 +38,39 @@ describe('signWebhook', () => {
     });
   });
 
+  it("sends seed 004's forms on request: an ISO timestamp, a bare hex signature (openssl vectors)", () => {
+    // printf '%s' '2023-11-14T22:13:20Z.{"event_id":"evt_1","tenant_id":"tenant_acme"}' \
+    //   | openssl dgst -sha256 -hmac 'demo-secret-change-me'
+    const sign = (timestampFormat: 'unix' | 'iso', signatureFormat: 'v1' | 'bare') =>
+      signWebhook({
+        scheme: 'hmac-sha256',
+        secret: 'demo-secret-change-me',
+        id: 'evt_1',
+        timestamp: 1700000000,
+        body: '{"event_id":"evt_1","tenant_id":"tenant_acme"}',
+        timestampFormat,
+        signatureFormat,
+      });
+    expect(sign('iso', 'bare')).toMatchObject({
+      'x-webhook-timestamp': '2023-11-14T22:13:20Z',
+      'x-webhook-signature': 'f1a3382e34858fe8b6e0a366dc6d4ce9c7f4a3fe225ca01d62ff9cdf5cd6b525',
+    });
+    expect(sign('iso', 'v1')['x-webhook-signature']).toBe('v1=f1a3382e34858fe8b6e0a366dc6d4ce9c7f4a3fe225ca01d62ff9cdf5cd6b525');
+    expect(sign('unix', 'bare')).toMatchObject({
+      'x-webhook-timestamp': '1700000000',
+      'x-webhook-signature': '54e96e0c71008e71336c8e3b33b5471875e6e7135daf8c566e532ed7d1813b54',
+    });
+    expect(() =>
+      signWebhook({
+        scheme: 'standard-webhooks',
+        secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+        id: 'm',
+        body: '{}',
+        timestampFormat: 'iso',
+      }),
+    ).toThrow(/hmac-sha256's/);
+  });
+
   it("reproduces GitHub's published hmac-sha256-body vector", () => {
     // The example in GitHub's "Validating webhook deliveries" docs; re-checked with
     // printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac "It's a Secret to Everybody"

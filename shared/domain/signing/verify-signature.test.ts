@@ -181,6 +181,94 @@ describe('verifySignature, hmac-sha256', () => {
   });
 });
 
+// Seed 004's provider: X-Webhook-Signature is the bare hex HMAC-SHA256 of `${timestamp}.${raw body}`,
+// and X-Webhook-Timestamp is unix seconds or an ISO-8601 time, signed exactly as sent. Each vector
+// was computed with openssl, independently of the signing module:
+//   printf '%s' "$TS.$BODY" | openssl dgst -sha256 -hmac 'demo-secret-change-me'
+describe('verifySignature, hmac-sha256 as seed 004 sends it', () => {
+  const body = Buffer.from('{"event_id":"evt_1","tenant_id":"tenant_acme"}');
+  const now = 1700000000;
+  const secrets = [{ id: 'demo-2024', value: 'demo-secret-change-me' }];
+  const VECTORS = {
+    '1700000000': '54e96e0c71008e71336c8e3b33b5471875e6e7135daf8c566e532ed7d1813b54',
+    '2023-11-14T22:13:20Z': 'f1a3382e34858fe8b6e0a366dc6d4ce9c7f4a3fe225ca01d62ff9cdf5cd6b525',
+    '2023-11-15T05:43:20+07:30': '2199cb2ad80c915b8abdf46dbe25bc5a2967e7e924a8d78f3451f31f40b4a2f4',
+    '2023-11-14T22:13:20.123456Z': '1943fb9d72f78ff88eccc302b7141b5fa0e5fb6ca6e1f9869ac53acf0e090f2e',
+  } as const;
+
+  function verify(timestamp: string, signature: string, at = now) {
+    return verifySignature({
+      scheme: 'hmac-sha256',
+      secrets,
+      headers: { id: 'evt_1', timestamp, signature },
+      rawBody: body,
+      now: at,
+      toleranceSeconds: 300,
+    });
+  }
+
+  it('accepts the bare hex signature (no v1=), lower or upper case', () => {
+    expect(verify('1700000000', VECTORS['1700000000'])).toEqual({ ok: true, secretId: 'demo-2024', timestamp: now, clockSkewSeconds: 0 });
+    expect(verify('1700000000', VECTORS['1700000000'].toUpperCase())).toMatchObject({ ok: true });
+  });
+
+  it('accepts bare hex entries during a rotation, mixed with v1= entries', () => {
+    const other = 'ab'.repeat(32);
+    expect(verify('1700000000', `${other} ${VECTORS['1700000000']}`)).toMatchObject({ ok: true });
+    expect(verify('1700000000', `v1=${other} ${VECTORS['1700000000']}`)).toMatchObject({ ok: true });
+    expect(verify('1700000000', `${VECTORS['1700000000']} v1=${other}`)).toMatchObject({ ok: true });
+    expect(verify('1700000000', other)).toEqual({ ok: false, reason: 'no_matching_signature', clockSkewSeconds: 0 });
+  });
+
+  it.each(['a'.repeat(63), 'a'.repeat(65), 'g'.repeat(64), Buffer.alloc(32, 7).toString('base64')])(
+    'reports a bare entry that is not 64 hex digits as malformed: %j',
+    (bad) => {
+      expect(verify('1700000000', bad)).toMatchObject({ ok: false, reason: 'malformed_signature' });
+    },
+  );
+
+  it.each(['2023-11-14T22:13:20Z', '2023-11-15T05:43:20+07:30', '2023-11-14T22:13:20.123456Z'] as const)(
+    'accepts an ISO-8601 timestamp %s, signed as sent, with v1= and bare',
+    (timestamp) => {
+      const expected = { ok: true, secretId: 'demo-2024', timestamp: timestamp.includes('.123456') ? now + 0.123456 : now };
+      expect(verify(timestamp, VECTORS[timestamp])).toMatchObject(expected);
+      expect(verify(timestamp, `v1=${VECTORS[timestamp]}`)).toMatchObject(expected);
+    },
+  );
+
+  it('signs the ISO string as sent: the same instant written otherwise does not verify', () => {
+    expect(verify('2023-11-14T22:13:20+00:00', VECTORS['2023-11-14T22:13:20Z'])).toMatchObject({
+      ok: false,
+      reason: 'no_matching_signature',
+    });
+  });
+
+  it('applies the window to an ISO timestamp, both ways', () => {
+    const iso = '2023-11-15T05:43:20+07:30';
+    expect(verify(iso, VECTORS[iso], now + 300)).toMatchObject({ ok: true, clockSkewSeconds: 300 });
+    expect(verify(iso, VECTORS[iso], now - 300)).toMatchObject({ ok: true, clockSkewSeconds: -300 });
+    expect(verify(iso, VECTORS[iso], now + 301)).toEqual({ ok: false, reason: 'timestamp_out_of_window', clockSkewSeconds: 301 });
+    expect(verify(iso, VECTORS[iso], now - 301)).toEqual({ ok: false, reason: 'timestamp_out_of_window', clockSkewSeconds: -301 });
+  });
+
+  it.each([
+    '2023-11-14T22:13:20',
+    '2023-11-14 22:13:20Z',
+    '2023-11-14',
+    '2023-02-30T22:13:20Z',
+    '2023-11-14T24:13:20Z',
+    '2023-11-14T22:13:20+0730',
+    'Tue, 14 Nov 2023 22:13:20 GMT',
+    '1700000000.5',
+  ])('reports a timestamp in neither form as malformed: %j', (timestamp) => {
+    expect(verify(timestamp, VECTORS['1700000000'])).toEqual({ ok: false, reason: 'malformed_timestamp' });
+  });
+
+  it('keeps standard-webhooks to unix seconds, as its spec says', () => {
+    expect(verifyKat({}, { timestamp: '2021-02-25T15:02:10Z' })).toEqual({ ok: false, reason: 'malformed_timestamp' });
+  });
+});
+
 describe('verifySignature, secret rotation', () => {
   const now = 1_750_000_000;
   const body = Buffer.from('{"event_id":"evt_rot"}');

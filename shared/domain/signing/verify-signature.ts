@@ -1,5 +1,5 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { SIGNATURE_FORMATS, SIGNATURE_HEADERS, signedPrefix, signingKey } from './schemes.ts';
+import { parseSignedTimestamp, SIGNATURE_FORMATS, SIGNATURE_HEADERS, signedPrefix, signingKey } from './schemes.ts';
 import type { SignatureScheme } from './schemes.ts';
 
 export interface SigningSecret {
@@ -39,7 +39,6 @@ export type VerifySignatureResult =
 const MAC_BYTES = 32;
 // Bounds the work an attacker can ask for per request (signatures x secrets HMAC compares).
 const MAX_SIGNATURES = 16;
-const TIMESTAMP = /^\d{1,15}$/;
 const HEX_MAC = /^[0-9a-fA-F]{64}$/;
 const BASE64_MAC = /^[A-Za-z0-9+/]{43}=$/;
 /**
@@ -61,8 +60,8 @@ export function verifySignature(input: VerifySignatureInput): VerifySignatureRes
   // hmac-sha256-body signs no timestamp: there is nothing to check and no replay window.
   let window: { timestamp: number; clockSkewSeconds: number } | undefined;
   if (timed && headers.timestamp) {
-    if (!TIMESTAMP.test(headers.timestamp)) return { ok: false, reason: 'malformed_timestamp' };
-    const timestamp = Number(headers.timestamp);
+    const timestamp = parseSignedTimestamp(scheme, headers.timestamp);
+    if (timestamp === undefined) return { ok: false, reason: 'malformed_timestamp' };
     const clockSkewSeconds = now - timestamp;
     // Both directions: a far-future timestamp would otherwise stay replayable for longer.
     if (Math.abs(clockSkewSeconds) > toleranceSeconds) {
@@ -103,18 +102,22 @@ interface ParsedSignatures {
 }
 
 /**
- * `v1=<hex>` (hmac-sha256), `v1,<base64>` (standard-webhooks) or `sha256=<hex>` (hmac-sha256-body),
- * space-separated. Other well-formed tags are ignored so providers can add them without breaking
+ * `v1=<hex>` or the bare hex (hmac-sha256), `v1,<base64>` (standard-webhooks) or `sha256=<hex>`
+ * (hmac-sha256-body), space-separated. Other well-formed tags are ignored so providers can add them without breaking
  * verification.
  */
 function parseSignatures(scheme: SignatureScheme, header: string): ParsedSignatures {
-  const { tag: accepted, separator, encoding } = SIGNATURE_FORMATS[scheme];
+  const { tag: accepted, separator, encoding, bareHex } = SIGNATURE_FORMATS[scheme];
   const entries = header.split(' ').filter((entry) => entry.length > 0);
   if (entries.length === 0 || entries.length > MAX_SIGNATURES) return { candidates: [], malformed: true };
 
   const candidates: Buffer[] = [];
   let malformed = false;
   for (const entry of entries) {
+    if (bareHex && HEX_MAC.test(entry)) {
+      candidates.push(Buffer.from(entry, 'hex'));
+      continue;
+    }
     const at = entry.indexOf(separator);
     const tag = at > 0 ? entry.slice(0, at) : '';
     if (!TAG[scheme].test(tag)) {

@@ -23,16 +23,39 @@ describe('webhook sources configuration', () => {
       DEMO_SECRET: hmacSecret,
       DEMO_STD_SECRET: stdSecret,
       DEMO_BODY_SECRET: hmacSecret,
+      DEMO_TIME_SECRET: hmacSecret,
     });
     expect(sources.map((s) => [s.id, s.scheme, s.tenants])).toEqual([
       ['demo', 'hmac-sha256', ['tenant_acme']],
       ['demo-std', 'standard-webhooks', ['tenant_acme']],
       ['demo-body', 'hmac-sha256-body', ['tenant_acme']],
       ['demo-strict', 'hmac-sha256', ['tenant_acme']],
+      ['demo-time', 'hmac-sha256', ['tenant_acme']],
     ]);
+    expect(sources.map((s) => s.occurredAtTypes)).toEqual([undefined, undefined, undefined, undefined, ['theme']]);
     expect(sources[0]!.resourceTypes).toEqual(['theme', 'palette', 'design_catalogue', 'clock_widget_variant']);
     expect(Object.keys(sources[3]!.strictSchemas ?? {})).toEqual(['theme']);
     expect(sources[0]!.secrets).toEqual([{ id: 'demo-2026-01', value: hmacSecret }]);
+  });
+
+  it('reads ordering for all types or per type (default version), and refuses an unknown type or value', () => {
+    const source = (ordering: unknown) => ({
+      id: 'p',
+      secrets: [{ id: 's', env: 'S' }],
+      tenants: ['t'],
+      resourceTypes: ['theme', 'palette'],
+      ...(ordering === undefined ? {} : { ordering }),
+    });
+    const resolve = (ordering: unknown) =>
+      resolveSources(parseSourcesFile({ sources: [source(ordering)] }), { env: { S: hmacSecret } })[0]!.occurredAtTypes;
+    expect(resolve(undefined)).toBeUndefined();
+    expect(resolve('version')).toBeUndefined();
+    expect(resolve('occurred_at')).toEqual(['theme', 'palette']);
+    expect(resolve({ palette: 'occurred_at', theme: 'version' })).toEqual(['palette']);
+    expect(problems(() => parseSourcesFile({ sources: [source({ clock: 'occurred_at' })] }))).toEqual([
+      'sources.0.ordering.clock: "clock" is not one of the source\'s resourceTypes',
+    ]);
+    expect(problems(() => parseSourcesFile({ sources: [source('time')] }))[0]).toMatch(/^sources\.0\.ordering: /);
   });
 
   it("reads a rotating secret's retireAfter (ISO time with an offset) and refuses anything else", () => {

@@ -71,6 +71,15 @@ export const reconcileConfigSchema = z.strictObject({
   maxVersionGap: z.int().min(1).default(1),
 });
 
+/**
+ * What orders a resource's events: the provider's `resource.version` (the default, and the strong
+ * guard), or `occurred_at` for providers without an increasing version per resource (seed 002's
+ * weaker fallback: clock skew, coarse precision and parallel updates can order two events wrongly).
+ */
+export const RESOURCE_ORDERINGS = ['version', 'occurred_at'] as const;
+export type ResourceOrdering = (typeof RESOURCE_ORDERINGS)[number];
+const orderingSchema = z.enum(RESOURCE_ORDERINGS);
+
 export const sourceConfigSchema = z.strictObject({
   id: identifier,
   scheme: z.enum(SIGNATURE_SCHEMES).default('hmac-sha256'),
@@ -88,6 +97,8 @@ export const sourceConfigSchema = z.strictObject({
   // Opt-in: pull a resource's snapshot from the provider's API on a version gap, an update for an
   // unseen resource, a quarantine or an operator's request (shared/domain/reconcile).
   reconcile: reconcileConfigSchema.optional(),
+  // One ordering for all the source's types, or per type (types left out order by version).
+  ordering: z.union([orderingSchema, z.record(z.string(), orderingSchema)]).default('version'),
 });
 
 export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigSchema).min(1) }).superRefine((file, ctx) => {
@@ -108,6 +119,16 @@ export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigS
           path: ['sources', i, 'strictSchemas', type],
           message: `"${type}" is not one of the source's resourceTypes`,
         });
+      }
+    }
+    if (typeof source.ordering === 'object') {
+      for (const type of Object.keys(source.ordering)) {
+        if (!types.has(type))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['sources', i, 'ordering', type],
+            message: `"${type}" is not one of the source's resourceTypes`,
+          });
       }
     }
     const secretIds = new Set<string>();
@@ -136,6 +157,13 @@ export interface WebhookSource {
   resourceTypes: string[];
   /** Compiled strict schemas by resource type (opt-in); absent types get only the bridge's own checks. */
   strictSchemas?: Readonly<Record<string, StrictSchema>>;
+  /** The resource types ordered by `occurred_at` (opt-in); absent or not listed: ordered by version. */
+  occurredAtTypes?: readonly string[];
+}
+
+/** How a source's events of a resource type are ordered. */
+export function orderingOf(source: Pick<WebhookSource, 'occurredAtTypes'>, resourceType: string): ResourceOrdering {
+  return source.occurredAtTypes?.includes(resourceType) ? 'occurred_at' : 'version';
 }
 
 export class SourcesConfigError extends Error {
@@ -200,6 +228,10 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
         problems.push(`source "${source.id}" strictSchemas.${type}: ${(error as Error).message}`);
       }
     }
+    const ordering = source.ordering;
+    const occurredAtTypes = source.resourceTypes.filter(
+      (type) => (typeof ordering === 'string' ? ordering : (ordering[type] ?? 'version')) === 'occurred_at',
+    );
     return {
       id: source.id,
       scheme: source.scheme,
@@ -208,6 +240,7 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
       toleranceSeconds: source.toleranceSeconds,
       resourceTypes: [...source.resourceTypes],
       ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
+      ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}),
     };
   });
   if (problems.length > 0) throw new SourcesConfigError(problems);

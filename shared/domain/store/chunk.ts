@@ -80,9 +80,11 @@ export interface KnownStateContext {
   tenant_id: string;
   resource_type: string;
   resource_id: string;
-  /** bigint, as text. */
-  version: string;
+  /** bigint, as text; null for a row ordered by occurred_at from events without a version. */
+  version: string | null;
   deleted: boolean;
+  /** last_occurred_at in microseconds since the epoch, as text; null for a row ordered by version. */
+  last_occurred_us: string | null;
 }
 
 export type ChunkContextRow = KnownInboxContext | KnownIdempotencyContext | KnownStateContext;
@@ -102,24 +104,26 @@ const READ_CHUNK_CONTEXT = statement(
   ({ events, idempotencyKeys, resources }) => `
   SELECT 'inbox' AS kind, i.tenant_id, i.event_id, i.status, i.body_sha256, i.payload, i.fingerprint,
     NULL::text AS idempotency_key, NULL::text AS resource_type, NULL::text AS resource_id,
-    NULL::bigint AS version, NULL::boolean AS deleted
+    NULL::bigint AS version, NULL::boolean AS deleted, NULL::bigint AS last_occurred_us
   FROM ${events.from}
   CROSS JOIN LATERAL (
     SELECT tenant_id, event_id, status, body_sha256, payload, fingerprint FROM inbox_events
     WHERE tenant_id = k.tenant_id AND event_id = k.event_id OFFSET 0
   ) AS i
   UNION ALL
-  SELECT 'idem', i.tenant_id, i.event_id, NULL, NULL, NULL, NULL, i.idempotency_key, NULL, NULL, NULL, NULL
+  SELECT 'idem', i.tenant_id, i.event_id, NULL, NULL, NULL, NULL, i.idempotency_key, NULL, NULL, NULL, NULL, NULL
   FROM ${idempotencyKeys.from}
   CROSS JOIN LATERAL (
     SELECT tenant_id, idempotency_key, event_id FROM inbox_events
     WHERE tenant_id = k.tenant_id AND idempotency_key = k.idempotency_key AND status = 'applied' OFFSET 0
   ) AS i
   UNION ALL
-  SELECT 'state', s.tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, s.resource_type, s.resource_id, s.version, s.deleted
+  SELECT 'state', s.tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, s.resource_type, s.resource_id, s.version, s.deleted,
+    -- Exact: extract() is numeric, and timestamptz keeps whole microseconds.
+    (extract(epoch FROM s.last_occurred_at) * 1000000)::bigint
   FROM ${resources.from}
   CROSS JOIN LATERAL (
-    SELECT tenant_id, resource_type, resource_id, version, deleted FROM resource_state
+    SELECT tenant_id, resource_type, resource_id, version, deleted, last_occurred_at FROM resource_state
     WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id OFFSET 0
   ) AS s`,
 );
@@ -165,6 +169,7 @@ const STATE_ROWS = columns({
   tenant_id: text,
   resource_type: text,
   resource_id: text,
+  /** Null when the event had none (a source ordering by occurred_at). */
   version: int8,
   deleted: bool,
   last_event_id: text,
@@ -172,6 +177,8 @@ const STATE_ROWS = columns({
   source_partition: int4,
   /** The snapshot as JSON; null for a tombstone. */
   data: packedJsonbOrNull,
+  /** Ordered by occurred_at: its time at microseconds (formatMicros); null: ordered by version. */
+  last_occurred_at: timestamptz,
 });
 const OUTBOX_ROWS = columns({
   event_id: text,
@@ -219,7 +226,9 @@ export interface ChunkEffects {
  *
  * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered) with
  * the same content (the applier compared it), now settled.
- * State: the version guard is also in SQL, so no code path can ever move a resource backwards.
+ * State: the ordering guard is also in SQL, so no code path can ever move a resource backwards: by
+ * version, or (a row written with last_occurred_at) by occurred_at; a row without the incoming
+ * event's key (the type's ordering was switched) takes the event, as decideOutcomes does.
  * Outbox: ORDER BY ordinality (apply order), so ids follow apply order within the transaction; tx
  * is the transaction's id (default), which orders transactions for the relay.
  */
@@ -257,8 +266,11 @@ const WRITE_CHUNK_EFFECTS = statement(
       data = EXCLUDED.data,
       last_event_id = EXCLUDED.last_event_id,
       source_partition = EXCLUDED.source_partition,
+      last_occurred_at = EXCLUDED.last_occurred_at,
       updated_at = now()
-    WHERE resource_state.version < EXCLUDED.version
+    WHERE CASE WHEN EXCLUDED.last_occurred_at IS NULL
+      THEN resource_state.version < EXCLUDED.version OR resource_state.version IS NULL
+      ELSE resource_state.last_occurred_at < EXCLUDED.last_occurred_at OR resource_state.last_occurred_at IS NULL END
     RETURNING 1
   ), outbox AS (
     INSERT INTO applied_outbox (${outbox.names})

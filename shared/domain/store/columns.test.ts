@@ -203,6 +203,7 @@ describe('the store statements built from column specs', () => {
           last_event_id: 'e',
           source_partition: 0,
           data: '{}',
+          last_occurred_at: null,
         },
       ],
       outbox: [
@@ -248,7 +249,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 8 (+2) state (with the partition), 8 (+2) outbox (with the trace context), 1 anomalies.
-    expect(captured[1]!.values).toHaveLength(23 + 10 + 10 + 1);
+    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 9 (+2) state (with the partition and last_occurred_at), 8 (+2) outbox (with the trace context), 1 anomalies.
+    expect(captured[1]!.values).toHaveLength(23 + 11 + 10 + 1);
   });
 });
