@@ -12,6 +12,8 @@ import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { startConsole } from '#services/console/console.ts';
+import { createLogger } from '#plumbing/logging/logger.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
 import { testBrokers } from '../helpers/kafka.ts';
 import { workerTestConfig } from '../worker/helpers.ts';
@@ -109,8 +111,32 @@ describe('a 404 is evidence for an operator, never a delete at an invented versi
     expect(await h.state(TENANT, id)).toMatchObject({ version: 6, deleted: false, data: { name: 'real v6' } });
     expect(await fromReconcile(id)).toEqual([]);
     expect(await metric(h.worker, 'unseen', 'gone')).toBeGreaterThanOrEqual(1);
-    // Recorded for an operator, not retried.
+    // Recorded for an operator, not retried, and shown in the console.
     expect(await pullRecord(id)).toMatchObject({ status: 'gone', last_outcome: 'gone', trigger: 'unseen' });
+    const consoleHandle = await startConsole(
+      {
+        port: 0,
+        host: '127.0.0.1',
+        operatorToken: undefined,
+        brokers: testBrokers(),
+        databaseUrl: h.db.url,
+        statementTimeoutMs: 10_000,
+        names: h.names,
+        group: h.groupId,
+        ingressMetricsUrl: `${h.ingress.adminUrl}/metrics`,
+        logLevel: 'silent',
+      },
+      { logger: createLogger({ name: 'console-reconcile', level: 'silent' }), env: {} },
+    );
+    try {
+      const listed = await (await fetch(`${consoleHandle.url}/reconcile`)).text();
+      expect(listed).toContain(`${TENANT}/theme/${id}`);
+      const one = await (await fetch(`${consoleHandle.url}/reconcile?tenant=${TENANT}&type=theme&id=${id}`)).text();
+      expect(one).toMatch(/data-testid="reconcile-pull-status">gone</);
+      expect(one).toContain('HTTP 404');
+    } finally {
+      await consoleHandle.close();
+    }
   });
 
   it('gap: a 404 publishes nothing; the pushed update that triggered the pull stays applied', async () => {
