@@ -13,6 +13,9 @@ import { parseConfig } from '#plumbing/config/env.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { startConsole } from '#services/console/console.ts';
+import { createWorkerMetrics } from '#services/worker/metrics.ts';
+import { startWorkerReconcile } from '#services/worker/reconcile-triggers.ts';
+import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
 import { testBrokers } from '../helpers/kafka.ts';
@@ -218,6 +221,64 @@ describe('a failed pull is durable and retried with the backoff', () => {
     await waitFor('v9 applied after the restart', async () => (await h.state(TENANT, id))?.version === 9, 30_000);
     expect(api.count(where)).toBeGreaterThan(asked);
     await waitFor('the record is resolved', async () => (await pullRecord(id)) === undefined, 10_000);
+  });
+});
+
+describe('a pull dropped from a full queue', () => {
+  it('is recorded and pulled once the queue has room', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const server = createServer((req, res) => {
+      void gate.then(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ version: 3, data: data(`pulled ${req.url}`) }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/q/{id}`;
+    const registry = new Registry();
+    const metrics = createWorkerMetrics(registry, async () => 0);
+    const reconcile = startWorkerReconcile({
+      config: { sources: [reconcileSource('queue', url)], concurrency: 1, queueLimit: 1, retryPollMs: 100 },
+      kafka: h.kafka,
+      pool: h.db.pool,
+      eventsTopic: h.names.events,
+      logger: createLogger({ name: 'reconcile-queue-test', level: 'silent' }),
+      metrics,
+      schedule: { delaysMs: [300], jitter: 0 },
+    });
+    try {
+      const ids = [freshId('q'), freshId('q'), freshId('q')];
+      // What the apply path reports for an update of a resource never stored, from source "queue".
+      reconcile.onResults(
+        ids.map((id) => ({
+          record: { topic: h.names.events, partition: 0, offset: '0', key: null, value: null, headers: { source: 'queue' } },
+          outcome: 'applied',
+          bodySha256: 'x',
+          eventId: freshEventId(),
+          resourceKey: `${TENANT}/theme/${id}`,
+          resource: { tenantId: TENANT, type: 'theme', id },
+          version: 2,
+          eventType: 'theme.updated',
+          storedVersion: null,
+        })),
+      );
+      // One runs (held at the API), one waits, the third is dropped: recorded, not lost.
+      await waitFor('the dropped pull recorded', async () => (await pullRecord(ids[2]!))?.status === 'pending', 10_000);
+      const { rows } = await h.db.pool.query<{ last_reason: string }>('SELECT last_reason FROM reconcile_pulls WHERE resource_id = $1', [
+        ids[2],
+      ]);
+      expect(rows[0]!.last_reason).toBe('reconcile queue full');
+      const dropped = (await registry.getSingleMetric('reconciliations_total')!.get()).values.find((v) => v.labels.outcome === 'dropped');
+      expect(dropped?.value).toBe(1);
+      release();
+      for (const id of ids) await waitFor(`${id} pulled and applied`, async () => (await h.state(TENANT, id))?.version === 3, 30_000);
+      await waitFor('nothing owed', async () => (await Promise.all(ids.map(pullRecord))).every((r) => r === undefined), 10_000);
+    } finally {
+      await reconcile.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
