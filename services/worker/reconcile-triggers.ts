@@ -112,7 +112,11 @@ export function startWorkerReconcile(options: {
       throw error;
     }
     metrics.reconciliations.inc({ trigger: pull.trigger, outcome: report.outcome });
-    await record(pull, { outcome: report.outcome, retryable: report.error?.retryable ?? false }, report);
+    await record(
+      pull,
+      { outcome: report.outcome, retryable: report.error?.retryable ?? false, storedDeleted: report.storedDeleted },
+      report,
+    );
     const line = {
       ...fields,
       outcome: report.outcome,
@@ -159,7 +163,7 @@ export function startWorkerReconcile(options: {
         source: source.id,
         trigger,
         seen_version: result.version ?? null,
-        dueInMs: dropped ? schedule.delaysMs[0] ?? 0 : PENDING_PULL_LEASE_MS,
+        dueInMs: dropped ? (schedule.delaysMs[0] ?? 0) : PENDING_PULL_LEASE_MS,
         ...(dropped ? { reason: `reconcile queue ${queued === 'closed' ? 'closed' : 'full'}` } : {}),
       })
         .catch((error: unknown) => logger.error({ err: error, resource_key: pull.key }, 'could not record a pull owed'))

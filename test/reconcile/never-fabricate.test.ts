@@ -154,6 +154,15 @@ describe('a 404 is evidence for an operator, never a delete at an invented versi
     expect(await fromReconcile(id)).toEqual([]);
   });
 
+  it('a 404 for a resource the pushed delete left as a tombstone agrees with it: nothing for an operator', async () => {
+    const id = freshId('thm');
+    await post('prov', { ...event(id, 3, 'deleted'), data: {} });
+    await waitFor('the pull asked the API', async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, 30_000);
+    await h.worker.reconcile!.idle();
+    expect(await h.state(TENANT, id)).toMatchObject({ version: 3, deleted: true });
+    await waitFor('no pull owed', async () => (await pullRecord(id)) === undefined, 10_000);
+  });
+
   it("a 410 that states the deletion's version leaves a tombstone at the provider's version", async () => {
     const id = freshId('thm');
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 410, body: { version: 8 } });

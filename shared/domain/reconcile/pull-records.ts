@@ -7,6 +7,8 @@ export interface PullAttempt {
   outcome: ReconcileOutcome | 'error';
   /** Whether a `failed` attempt may succeed later (a timeout, a 5xx), as the client classified it. */
   retryable: boolean;
+  /** The stored state is a tombstone (a `gone` then agrees with it). */
+  storedDeleted?: boolean;
 }
 
 export type PullRecordChange =
@@ -15,7 +17,7 @@ export type PullRecordChange =
 
 /**
  * What the durable record of a pull becomes after an attempt. Applied and stale answer the
- * question: the record goes. A 404/410 without a version is `gone` and a refused answer (contract,
+ * question, and so does a 404/410 for a resource stored as deleted: the record goes. A 404/410 without a version is `gone` and a refused answer (contract,
  * strict schema, implausible version, a non-retryable HTTP answer) is `failed`: both wait for an
  * operator, never retried on their own. Transient failures are retried on the retry chain's
  * schedule (the same delays and jitter as a failing event), and after its last level the record
@@ -33,6 +35,8 @@ export function pullRecordChange(
     case 'stale':
       return { kind: 'resolved' };
     case 'gone':
+      // A 404 for a resource the bridge already holds as deleted agrees with it: nothing to look at.
+      if (attempt.storedDeleted === true) return { kind: 'resolved' };
       return { kind: 'attempted', status: 'gone', attempts, dueInMs: null, exhausted: false };
     case 'invalid':
     case 'implausible':

@@ -53,6 +53,7 @@ describe('pullRecordChange', () => {
       0,
       { kind: 'attempted', status: 'gone', attempts: 1, dueInMs: null, exhausted: false },
     ],
+    ['gone agrees with a stored tombstone', { outcome: 'gone', retryable: false, storedDeleted: true }, 0, { kind: 'resolved' }],
     [
       'invalid is failed',
       { outcome: 'invalid', retryable: false },
