@@ -11,6 +11,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import { inboxKeyOf, latestPerEvent } from '#domain/operations/dlq-records.ts';
 import { replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import { selectPulls } from '#domain/store/reconcile-pulls.ts';
 import {
   createEventsPublisher,
   createOnDemandReconciler,
@@ -28,7 +29,13 @@ import { isRefusal, OperatorGuard, SESSION_COOKIE, sessionIdFrom, type Session }
 import { dlqListPage, dlqRecordPage, parseFilter, replayPreviewPage, replayResultPage, type DlqFilterText } from './pages/dlq.ts';
 import type { PageContext } from './pages/layout.ts';
 import { overviewPage } from './pages/overview.ts';
-import { reconcilePreviewPage, reconcileResultPage, type ReconcileAvailability, type ReconcileTarget } from './pages/reconcile.ts';
+import {
+  reconcilePreviewPage,
+  reconcilePullsPage,
+  reconcileResultPage,
+  type ReconcileAvailability,
+  type ReconcileTarget,
+} from './pages/reconcile.ts';
 import { resourcePage } from './pages/resource.ts';
 import { refusedPage, searchPage, signInPage } from './pages/search.ts';
 import { filterDlq, loadDlq, loadOverview, loadResource, search, waitForInboxOutcome, type ConsoleClients } from './readers.ts';
@@ -340,6 +347,16 @@ export async function startConsole(
         'replay done',
       );
       send(res, replayResultPage(ctxOf(req), outcomes));
+    }),
+  );
+
+  app.get(
+    '/reconcile',
+    route(async (req, res) => {
+      const [tenant, type, id] = [text(req.query.tenant), text(req.query.type), text(req.query.id)];
+      const resource = tenant && type && id ? { tenant_id: tenant, resource_type: type, resource_id: id } : undefined;
+      const rows = await selectPulls(clients.pool, { limit: 200, ...(resource ? { resource } : {}) });
+      send(res, reconcilePullsPage(ctxOf(req), rows, resource !== undefined));
     }),
   );
 

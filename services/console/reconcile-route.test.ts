@@ -15,6 +15,8 @@ import { SESSION_COOKIE } from './guard.ts';
 
 const TOKEN = 'operator-token-0123456789';
 const TENANT = 'tenant_guarded';
+// Owned by source "second" only.
+const SECOND_TENANT = 'tenant_second';
 
 // Postgres answers nothing (an empty store); the broker is never reached (only dry runs here).
 const pool = { query: async () => ({ rows: [] }), on: () => pool, end: async () => {} } as unknown as pg.Pool;
@@ -64,6 +66,12 @@ beforeAll(async () => {
           id: 'prov',
           secrets: [{ id: 'k1', env: 'UNUSED_SIGNING_SECRET' }],
           tenants: [TENANT],
+          reconcile: { url: `http://127.0.0.1:${port}/api/{tenant}/{type}s/{id}`, auth: { env: 'PROVIDER_TOKEN', prefix: 'Bearer ' } },
+        },
+        {
+          id: 'second',
+          secrets: [{ id: 'k1', env: 'UNUSED_SIGNING_SECRET' }],
+          tenants: [SECOND_TENANT],
           reconcile: { url: `http://127.0.0.1:${port}/api/{tenant}/{type}s/{id}`, auth: { env: 'PROVIDER_TOKEN', prefix: 'Bearer ' } },
         },
       ],
@@ -142,5 +150,16 @@ describe('POST /resource/reconcile', () => {
     const answer = await reconcilePost(bare.url, { origin: bare.url, cookie: bareSession.cookie }, { csrf: bareSession.csrf });
     expect(answer.status).toBe(400);
     expect(requests).toBe(1);
+  });
+
+  it("a source named in the form must own the tenant: it never pulls for another source's tenant", async () => {
+    const url = consoleHandle.url;
+    const { cookie, csrf } = await signIn(url);
+    const before = requests;
+    const answer = await reconcilePost(url, { origin: url, cookie }, { csrf, tenant: SECOND_TENANT, source: 'prov' });
+    const text = await answer.text();
+    expect(answer.status, text).toBe(400);
+    expect(text).toContain('does not own');
+    expect(requests).toBe(before);
   });
 });

@@ -114,8 +114,10 @@ export interface WorkerReconcileConfig {
   sources: ReconcileSource[];
   /** Pulls running at once, across sources (each source has its own rate limit and breaker too). */
   concurrency: number;
-  /** Triggers waiting at most; more are dropped (and counted). */
+  /** Triggers waiting at most; more are recorded in reconcile_pulls and pulled later (and counted). */
   queueLimit: number;
+  /** How often to look for due pulls in reconcile_pulls (default DEFAULT_RETRY_POLL_MS). */
+  retryPollMs?: number;
 }
 
 /** Throws SourcesConfigError when the sources file is unreadable or a reconcile credential is missing. */

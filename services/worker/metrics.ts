@@ -17,6 +17,7 @@ export interface WorkerMetrics {
   retentionRuns: Counter<'result'>;
   retentionLastSuccess: Gauge;
   reconciliations: Counter<'trigger' | 'outcome'>;
+  reconcilePullsOpen: Gauge<'status'>;
 }
 
 /** Registers on the registry it is given (one per worker instance), never the global one. */
@@ -100,8 +101,14 @@ export function createWorkerMetrics(registry: Registry, outboxAge: () => Promise
     }),
     reconciliations: new Counter({
       name: 'reconciliations_total',
-      help: 'Snapshots pulled from a provider API, by trigger (gap, unseen, quarantine) and outcome (applied, stale, gone, failed, circuit_open, invalid, dropped, error)',
+      help: 'Snapshots pulled from a provider API, by trigger (gap, unseen, quarantine) and outcome (applied, stale, gone, failed, circuit_open, invalid, implausible, dropped, error, exhausted)',
       labelNames: ['trigger', 'outcome'],
+      registers,
+    }),
+    reconcilePullsOpen: new Gauge({
+      name: 'reconciliations_open',
+      help: 'Pulls recorded in reconcile_pulls, by status (pending, retrying: owed; gone, failed: waiting for an operator)',
+      labelNames: ['status'],
       registers,
     }),
   };

@@ -2,7 +2,19 @@ import type { Kafka } from 'kafkajs';
 import type { Pool } from 'pg';
 import type { ApplyResult } from '#domain/apply/index.ts';
 import { sourceHeader } from '#domain/contract/event-headers.ts';
-import { createEventsPublisher, ReconcileQueue, Reconciler, reconcileTriggerFor } from '#domain/reconcile/index.ts';
+import type { RetrySchedule } from '#domain/failures/index.ts';
+import {
+  createEventsPublisher,
+  pullRecordChange,
+  ReconcileQueue,
+  Reconciler,
+  reconcileTriggerFor,
+  RECONCILE_TRIGGERS,
+  type PullAttempt,
+  type ReconcileReport,
+  type ReconcileTrigger,
+} from '#domain/reconcile/index.ts';
+import { claimDuePulls, countPullsByStatus, deletePull, updatePullAttempt, upsertPendingPull } from '#domain/store/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { WorkerReconcileConfig } from './config.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -16,11 +28,32 @@ export interface WorkerReconcile {
   close: () => Promise<void>;
 }
 
+/** A pull owed but unanswered (its process died, or it waits in a long queue) comes due again after this. */
+export const PENDING_PULL_LEASE_MS = 60_000;
+/** How often the worker looks for due pulls (retries, and pulls lost with a process). */
+export const DEFAULT_RETRY_POLL_MS = 1000;
+const CLAIM_BATCH = 50;
+
+interface OwedPull {
+  tenantId: string;
+  type: string;
+  id: string;
+  key: string;
+  trigger: ReconcileTrigger;
+  sourceId: string;
+  seenVersion: number | undefined;
+  /** Attempts recorded before this one. */
+  attemptsBefore: number;
+}
+
 /**
  * The worker's side of push-then-pull: after a transaction commits, results that show a missing
  * event (a version gap, an update for an unseen resource) or an anomaly (quarantine) queue a pull
  * of that resource from its source's API. The partition goes on at once; the pulled snapshot comes
  * back through the events topic and the same apply path.
+ * Every pull owed is recorded in reconcile_pulls first, so a failed pull, one dropped from a full
+ * queue or one lost with its process is retried (the retry chain's schedule), also after a
+ * restart; what needs an operator (gone, failed) stays there for the console.
  */
 export function startWorkerReconcile(options: {
   config: WorkerReconcileConfig;
@@ -29,17 +62,74 @@ export function startWorkerReconcile(options: {
   eventsTopic: string;
   logger: Logger;
   metrics: WorkerMetrics;
+  schedule: RetrySchedule;
 }): WorkerReconcile {
-  const { config, metrics } = options;
+  const { config, metrics, pool, schedule } = options;
   const logger = options.logger.child({ component: 'reconcile' });
   const publisher = createEventsPublisher(options.kafka, { topic: options.eventsTopic, logger });
-  const reconciler = new Reconciler({ pool: options.pool, sources: config.sources, publish: publisher.publish });
+  const reconciler = new Reconciler({ pool, sources: config.sources, publish: publisher.publish });
   const bySource = new Map(config.sources.map((s) => [s.id, s]));
   const queue = new ReconcileQueue({
     concurrency: config.concurrency,
     limit: config.queueLimit,
     onError: (error, key) => logger.error({ err: error, resource_key: key }, 'reconciliation failed unexpectedly'),
   });
+  const ref = (pull: OwedPull) => ({ tenant_id: pull.tenantId, resource_type: pull.type, resource_id: pull.id });
+
+  const record = async (pull: OwedPull, attempt: PullAttempt, report: ReconcileReport | undefined, error?: unknown) => {
+    const change = pullRecordChange(attempt, pull.attemptsBefore, schedule);
+    if (change.kind === 'resolved') return deletePull(pool, ref(pull));
+    const reason = report?.reason ?? (error instanceof Error ? error.message : error === undefined ? null : String(error));
+    if (change.exhausted) metrics.reconciliations.inc({ trigger: pull.trigger, outcome: 'exhausted' });
+    await updatePullAttempt(pool, {
+      ...ref(pull),
+      status: change.status,
+      attempts: change.attempts,
+      dueInMs: change.dueInMs,
+      outcome: attempt.outcome,
+      reason: change.exhausted ? `retries exhausted: ${reason ?? ''}` : reason,
+      httpStatus: report?.fetched?.status ?? null,
+    });
+  };
+
+  const attempt = async (pull: OwedPull, recorded: Promise<unknown>) => {
+    const fields = { resource_key: pull.key, trigger: pull.trigger, source: pull.sourceId, attempt: pull.attemptsBefore + 1 };
+    // The pending row first: the answer's update must not be overtaken by it.
+    await recorded;
+    let report: ReconcileReport;
+    try {
+      report = await reconciler.reconcile({
+        tenantId: pull.tenantId,
+        type: pull.type,
+        id: pull.id,
+        trigger: pull.trigger,
+        sourceId: pull.sourceId,
+        ...(pull.seenVersion === undefined ? {} : { seenVersion: pull.seenVersion }),
+      });
+    } catch (error) {
+      metrics.reconciliations.inc({ trigger: pull.trigger, outcome: 'error' });
+      await record(pull, { outcome: 'error', retryable: true }, undefined, error);
+      throw error;
+    }
+    metrics.reconciliations.inc({ trigger: pull.trigger, outcome: report.outcome });
+    await record(
+      pull,
+      { outcome: report.outcome, retryable: report.error?.retryable ?? false, storedDeleted: report.storedDeleted },
+      report,
+    );
+    const line = {
+      ...fields,
+      outcome: report.outcome,
+      attempts: report.attempts,
+      stored_version: report.storedVersion,
+      fetched_status: report.fetched?.status,
+      fetched_version: report.fetched?.version,
+      reconcile_event_id: report.published ? report.event?.event_id : undefined,
+      reason: report.reason,
+    };
+    if (report.outcome === 'applied' || report.outcome === 'stale') logger.info(line, 'reconciled');
+    else logger.warn(line, 'reconciliation did not apply');
+  };
 
   const onResults = (results: readonly ApplyResult[]) => {
     for (const result of results) {
@@ -52,51 +142,79 @@ export function startWorkerReconcile(options: {
       if (!source.tenants.includes(tenantId) || !source.resourceTypes.includes(type)) continue;
       const trigger = reconcileTriggerFor(result, source.reconcile.maxVersionGap);
       if (trigger === undefined) continue;
-      const fields = { resource_key: result.resourceKey, trigger, source: source.id, event_id: result.eventId, version: result.version };
-      const queued = queue.enqueue({
+      const pull: OwedPull = {
+        tenantId,
+        type,
+        id,
         key: result.resourceKey,
-        run: async () => {
-          try {
-            const report = await reconciler.reconcile({
-              tenantId,
-              type,
-              id,
-              trigger,
-              sourceId: source.id,
-              ...(result.version === undefined ? {} : { seenVersion: result.version }),
-            });
-            metrics.reconciliations.inc({ trigger, outcome: report.outcome });
-            const line = {
-              ...fields,
-              outcome: report.outcome,
-              attempts: report.attempts,
-              stored_version: report.storedVersion,
-              fetched_status: report.fetched?.status,
-              fetched_version: report.fetched?.version,
-              reconcile_event_id: report.published ? report.event?.event_id : undefined,
-              reason: report.reason,
-            };
-            if (report.outcome === 'failed' || report.outcome === 'circuit_open' || report.outcome === 'invalid')
-              logger.warn(line, 'reconciliation did not apply');
-            else logger.info(line, 'reconciled');
-          } catch (error) {
-            metrics.reconciliations.inc({ trigger, outcome: 'error' });
-            throw error;
-          }
-        },
-      });
-      if (queued === 'dropped') {
+        trigger,
+        sourceId: source.id,
+        seenVersion: result.version,
+        attemptsBefore: 0,
+      };
+      let settled!: () => void;
+      const recorded = new Promise<void>((resolve) => (settled = resolve));
+      const queued = queue.enqueue({ key: pull.key, run: () => attempt(pull, recorded) });
+      const dropped = queued === 'dropped' || queued === 'closed';
+      // Recorded whatever the queue said: a dropped pull comes due on the retry schedule, a queued
+      // one only if its process dies before answering.
+      void upsertPendingPull(pool, {
+        ...ref(pull),
+        source: source.id,
+        trigger,
+        seen_version: result.version ?? null,
+        dueInMs: dropped ? (schedule.delaysMs[0] ?? 0) : PENDING_PULL_LEASE_MS,
+        ...(dropped ? { reason: `reconcile queue ${queued === 'closed' ? 'closed' : 'full'}` } : {}),
+      })
+        .catch((error: unknown) => logger.error({ err: error, resource_key: pull.key }, 'could not record a pull owed'))
+        .finally(settled);
+      if (dropped) {
         metrics.reconciliations.inc({ trigger, outcome: 'dropped' });
-        logger.warn(fields, 'reconcile queue full; trigger dropped');
+        logger.warn({ resource_key: pull.key, trigger, source: source.id }, 'reconcile queue full; pull recorded for later');
       }
     }
   };
+
+  // Due pulls: retries on the backoff, dropped ones, and those a dead process owed.
+  let polling: Promise<void> | undefined;
+  const poll = async () => {
+    const room = Math.min(CLAIM_BATCH, config.queueLimit - queue.size.waiting);
+    if (room > 0) {
+      const due = await claimDuePulls(pool, { sources: [...bySource.keys()], limit: room, leaseMs: PENDING_PULL_LEASE_MS });
+      for (const row of due) {
+        const trigger = (RECONCILE_TRIGGERS as readonly string[]).includes(row.trigger) ? (row.trigger as ReconcileTrigger) : 'gap';
+        const pull: OwedPull = {
+          tenantId: row.tenant_id,
+          type: row.resource_type,
+          id: row.resource_id,
+          key: `${row.tenant_id}/${row.resource_type}/${row.resource_id}`,
+          trigger,
+          sourceId: row.source,
+          seenVersion: row.seen_version === null ? undefined : Number(row.seen_version),
+          attemptsBefore: row.attempts,
+        };
+        // Coalesced or dropped: the claim's lease brings it back.
+        queue.enqueue({ key: pull.key, run: () => attempt(pull, Promise.resolve()) });
+      }
+    }
+    const counts = await countPullsByStatus(pool);
+    metrics.reconcilePullsOpen.reset();
+    for (const { status, count } of counts) metrics.reconcilePullsOpen.set({ status }, count);
+  };
+  const timer = setInterval(() => {
+    polling ??= poll()
+      .catch((error: unknown) => logger.warn({ err: error }, 'could not look for due pulls'))
+      .finally(() => (polling = undefined));
+  }, config.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
+  timer.unref();
 
   return {
     reconciler,
     onResults,
     idle: () => queue.idle(),
     close: async () => {
+      clearInterval(timer);
+      await polling;
       await queue.close();
       await publisher.close();
     },

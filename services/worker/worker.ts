@@ -105,7 +105,15 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
   const reconcile =
     config.reconcile === undefined
       ? undefined
-      : startWorkerReconcile({ config: config.reconcile, kafka, pool, eventsTopic: config.eventsTopic, logger, metrics });
+      : startWorkerReconcile({
+          config: config.reconcile,
+          kafka,
+          pool,
+          eventsTopic: config.eventsTopic,
+          logger,
+          metrics,
+          schedule: parts.failureSettings.schedule,
+        });
   try {
     await metadataAdmin.connect();
     failures =

@@ -132,19 +132,6 @@ describe('push, then pull', () => {
     expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['quarantine']);
   });
 
-  it('a 404 leaves a tombstone one version above the highest seen', async () => {
-    const id = freshId('thm');
-    await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
-    await post('prov', event(id, 3, 'updated'));
-    await waitFor('tombstone', async () => (await h.state(TENANT, id))?.deleted === true, 30_000);
-    expect((await h.state(TENANT, id))!.version).toBe(4);
-    // A late update below the tombstone cannot resurrect it.
-    await post('prov', event(id, 2, 'updated'));
-    await h.settle();
-    expect((await h.state(TENANT, id))!).toMatchObject({ version: 4, deleted: true });
-  });
-
   it('timeouts and 5xx are retried, then the breaker opens (bounded requests) and closes after the cooldown', async () => {
     const slow = freshId('slow');
     const bad = [freshId('bad'), freshId('bad'), freshId('bad')];

@@ -17,10 +17,13 @@ export const reconcileCommand: CommandSpec = {
     'GETs the resource from the `reconcile.url` of the source that owns the tenant and type (WEBHOOK_SOURCES_FILE;',
     "the auth header from its environment variable), with the source's timeout, retries, rate limit and breaker.",
     'A snapshot above the stored version is published to the events topic as an event from `reconcile`',
-    '(trigger `operator`); the worker applies it like a webhook, so it reaches the applied topic. A version',
-    'at or below the stored one is `stale` and nothing is sent; 404/410 is `gone` (a tombstone, one version',
-    'above the stored one). --dry-run fetches and prints what would happen, publishing nothing. Exit 1 when',
-    'the API could not be reached (failed, circuit_open) or its answer fails the contract (invalid).',
+    "(trigger `operator`), with the provider's own version; the worker applies it like a webhook, so it reaches",
+    'the applied topic. A version at or below the stored one is `stale` and nothing is sent. A 404/410 is `gone`',
+    'and sends nothing, unless its body states the deletion\'s version (`{"version": n}`): then a tombstone at n.',
+    "An answer that applies or is stale clears the resource's record of a pull the worker owes (console: /reconcile).",
+    '--dry-run fetches and prints what would happen, publishing nothing. Exit 1 when the API could not be',
+    'reached (failed, circuit_open), its answer fails the contract or the strict schema (invalid), or its',
+    "version leads the highest known one by more than the source's maxVersionLead (implausible).",
   ].join('\n'),
   examples: ['bridge reconcile tenant_acme theme thm_minimal-dark --dry-run', 'bridge reconcile tenant_acme theme thm_minimal-dark --json'],
   options: {
@@ -94,10 +97,8 @@ function describe(report: ReconcileReport, dryRun: boolean): string {
   const verb = dryRun ? 'would publish' : 'published';
   const what =
     report.outcome === 'applied'
-      ? `applied: ${verb} v${report.event!.resource.version} to the events topic (event ${report.event!.event_id})`
-      : report.outcome === 'gone' && report.event
-        ? `gone: ${verb} a tombstone v${report.event.resource.version} (event ${report.event.event_id})`
-        : `${report.outcome}: nothing to publish (${report.reason ?? ''})`;
+      ? `applied: ${verb} ${report.event!.event_type.endsWith('.deleted') ? 'a tombstone ' : ''}v${report.event!.resource.version} to the events topic (event ${report.event!.event_id})`
+      : `${report.outcome}: nothing to publish (${report.reason ?? ''})`;
   const lines = [`${report.resourceKey} via source ${report.source}`, `  ${fetched}`, `  ${stored}`, `  ${what}`];
   if (report.fetched?.data !== undefined) lines.push(`  data: ${JSON.stringify(report.fetched.data)}`);
   if (dryRun) lines.push('(dry run: nothing changed)');

@@ -1,6 +1,7 @@
 // The resource page's Reconcile: a dry-run preview (what the provider's API answered and what
 // would happen), then "reconcile now". The same on-demand reconciler as `bridge reconcile`.
 import type { ReconcileReport } from '#domain/reconcile/index.ts';
+import type { ReconcilePullRow } from '#domain/store/reconcile-pulls.ts';
 import { html, query, type SafeHtml } from '../html.ts';
 import { page, type PageContext } from './layout.ts';
 
@@ -20,10 +21,18 @@ export type ReconcileSettled = { status: string; reason: string | null } | { sta
 const OUTCOME_MEANING: Record<string, string> = {
   applied: 'a newer snapshot: it goes to the events topic and the worker applies it like a webhook',
   stale: "the provider's version is not above the stored one: nothing is sent",
-  gone: 'the API says the resource no longer exists: a tombstone one version above the stored one (nothing sent if none is stored or it already is one)',
+  gone: "the API answered 404/410 without a version: nothing is sent (the bridge never deletes at a version it made up); the provider's own delete event, or a 410 stating the deletion's version, is what deletes",
   failed: 'the API could not be reached or refused the request: nothing is sent',
   circuit_open: "the source's breaker is open after failures in a row: no request went out",
-  invalid: 'the snapshot fails the event contract: nothing is sent',
+  invalid: "the snapshot fails the event contract or the source's strict schema: nothing is sent",
+  implausible: "the provider's version leads the highest known one by more than the source's maxVersionLead: nothing is sent",
+};
+
+const PULL_STATUS_MEANING: Record<string, string> = {
+  pending: 'owed: queued, or its worker stopped before an answer (pulled again when due)',
+  retrying: "failed for now: pulled again when due, on the retry chain's schedule",
+  gone: 'the API answered 404/410 without a version: nothing was changed; look at the resource, and reconcile once the API has it',
+  failed: 'the answer was refused, or retries ran out: nothing was changed; reconcile by hand once the cause is fixed',
 };
 
 function targetHidden(t: ReconcileTarget, ctx: PageContext): SafeHtml {
@@ -67,6 +76,7 @@ export function reconcileSection(ctx: PageContext, t: ReconcileTarget, availabil
     <p>
       Pulls the resource's current snapshot from the API of the source that owns it and, when it is newer than the state, publishes it to
       the events topic as an event from <code>reconcile</code> (trigger <code>operator</code>): the worker applies it like a webhook.
+      <a href="/reconcile${query({ tenant: t.tenant, type: t.type, id: t.id })}">Pulls the worker owes or could not complete</a>.
     </p>
     ${content}
   </section>`;
@@ -148,4 +158,55 @@ export function reconcileResultPage(
     ${reportFacts(report, false)}
     <p>${backLink(t)}</p>`;
   return page(`Reconcile: outcome`, ctx, body);
+}
+
+const when = (d: Date | null) => (d === null ? '' : d.toISOString());
+
+/** The pulls recorded in reconcile_pulls: owed (pending, retrying) and waiting for an operator (gone, failed). */
+export function reconcilePullsPage(ctx: PageContext, rows: readonly ReconcilePullRow[], filtered: boolean): string {
+  const body = html`<p>
+      Pulls the worker owes or could not complete (newest first). <code>pending</code> and <code>retrying</code> are pulled again when due,
+      also after a restart; <code>gone</code> and <code>failed</code> wait for an operator: a reconcile that applies (or finds the state
+      current) clears them. ${filtered ? html`<a href="/reconcile">All resources</a>` : ''}
+    </p>
+    ${
+      rows.length === 0
+        ? html`<p class="muted" data-testid="reconcile-pulls-empty">No pull is owed or waiting.</p>`
+        : html`<table data-testid="reconcile-pulls">
+            <thead>
+              <tr>
+                <th>resource</th>
+                <th>source</th>
+                <th>trigger</th>
+                <th>status</th>
+                <th>attempts</th>
+                <th>last answer</th>
+                <th>next attempt</th>
+                <th>updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${rows.map(
+                (r) =>
+                  html`<tr>
+                    <td>
+                      <a href="/resource${query({ tenant: r.tenant_id, type: r.resource_type, id: r.resource_id })}"
+                        ><code>${r.tenant_id}/${r.resource_type}/${r.resource_id}</code></a
+                      >
+                    </td>
+                    <td>${r.source}</td>
+                    <td>${r.trigger}${r.seen_version === null ? '' : ` (seen v${r.seen_version})`}</td>
+                    <td title="${PULL_STATUS_MEANING[r.status] ?? ''}"><strong data-testid="reconcile-pull-status">${r.status}</strong></td>
+                    <td>${String(r.attempts)}</td>
+                    <td>
+                      ${r.last_outcome ?? ''}${r.last_status === null ? '' : ` (HTTP ${r.last_status})`}${r.last_reason ? `: ${r.last_reason}` : ''}
+                    </td>
+                    <td>${when(r.next_attempt_at)}</td>
+                    <td>${when(r.updated_at)}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>`
+    }`;
+  return page('Reconcile: pulls owed and failed', ctx, body);
 }

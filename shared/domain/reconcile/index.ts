@@ -14,7 +14,7 @@ export {
 } from './reconciler.ts';
 export { TokenBucket } from './token-bucket.ts';
 export { reconcileTriggerFor } from './triggers.ts';
-export { expandUrlTemplate, type ResourceRefValues } from './url-template.ts';
+export { expandUrlTemplate, isLoopbackHost, type ExpandedUrl, type ResourceRefValues } from './url-template.ts';
 export {
   createOnDemandReconciler,
   isNotConfigured,
@@ -26,3 +26,5 @@ export {
   type OnDemandReconciler,
   type OnDemandRequest,
 } from './on-demand.ts';
+export { pullRecordChange, type PullAttempt, type PullRecordChange } from './pull-records.ts';
+export { MAX_BODY_BYTES } from './provider-client.ts';

@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { ReconcileSource } from '#domain/sources/index.ts';
+import { deletePull } from '#domain/store/reconcile-pulls.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import type { EventsPublisher } from './publisher.ts';
 import { Reconciler, type ReconcilerOptions, type ReconcileOutcome, type ReconcileReport, type ReconcileTrigger } from './reconciler.ts';
@@ -9,6 +10,9 @@ export const ON_DEMAND_TRIGGER: ReconcileTrigger = 'operator';
 
 /** The outcomes of an on-demand reconcile that are an answer, not a failure (exit 0 in the CLI). */
 export const ON_DEMAND_DONE: ReadonlySet<ReconcileOutcome> = new Set<ReconcileOutcome>(['applied', 'stale', 'gone']);
+
+/** Outcomes that answer a pull the worker owes: an operator's reconcile with one clears its record. */
+const SETTLES_OWED_PULL: ReadonlySet<ReconcileOutcome> = new Set<ReconcileOutcome>(['applied', 'stale']);
 
 export interface OnDemandRequest {
   tenantId: string;
@@ -51,15 +55,20 @@ export function createOnDemandReconciler(options: OnDemandOptions): OnDemandReco
   });
   return {
     sources: options.sources,
-    reconcile: (request) =>
-      reconciler.reconcile({
+    reconcile: async (request) => {
+      const report = await reconciler.reconcile({
         tenantId: request.tenantId,
         type: request.type,
         id: request.id,
         trigger: ON_DEMAND_TRIGGER,
         dryRun: request.dryRun,
         ...(request.sourceId === undefined ? {} : { sourceId: request.sourceId }),
-      }),
+      });
+      if (!request.dryRun && SETTLES_OWED_PULL.has(report.outcome)) {
+        await deletePull(options.pool, { tenant_id: request.tenantId, resource_type: request.type, resource_id: request.id });
+      }
+      return report;
+    },
     close: async () => {
       const open = publisher;
       publisher = undefined;

@@ -1,34 +1,50 @@
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import type { Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import type { ReconcileSettings } from '#domain/sources/index.ts';
 import { expandUrlTemplate, type ResourceRefValues } from './url-template.ts';
 
-/** What the provider's API said about one resource. */
+/**
+ * What the provider's API said about one resource. `gone` is a 404 or 410; its `version` is set
+ * only when the answer's body states the version of the deletion (the provider's own number).
+ */
 export type ProviderAnswer =
   | { kind: 'snapshot'; status: number; url: string; version: number; data: Record<string, unknown> }
-  | { kind: 'gone'; status: number; url: string };
+  | { kind: 'gone'; status: number; url: string; version?: number };
 
-const MAX_BODY_BYTES = 1024 * 1024;
+/** The most an answer may hold, decompressed: the ingress's body limit. */
+export const MAX_BODY_BYTES = 1024 * 1024;
 
 /**
  * One GET for a resource's current snapshot. 200 with `{ "version": n, "data": {...} }` (or the
- * envelope's shape, `resource.version`) is a snapshot; 404 and 410 mean the resource is gone.
- * A timeout, a network error, 408, 429 and any 5xx are transient (retryable); any other answer is
- * a permanent `reconcile_bad_response`.
+ * envelope's shape, `resource.version`) is a snapshot; 404 and 410 mean the API does not have it.
+ * A timeout, a network error, 408, 429 and any 5xx are transient (retryable); any other answer,
+ * and a body over MAX_BODY_BYTES once decompressed, is a permanent `reconcile_bad_response`.
  */
 export async function fetchSnapshot(settings: ReconcileSettings, ref: ResourceRefValues): Promise<ProviderAnswer> {
-  const url = expandUrlTemplate(settings.url, ref);
-  const headers: Record<string, string> = { accept: 'application/json' };
-  if (settings.auth) headers[settings.auth.header.toLowerCase()] = settings.auth.value;
-  let response: Response;
-  let text: string;
+  let target;
   try {
-    // The timeout covers the body too: a provider that answers the head and then stalls is as slow.
-    const signal = AbortSignal.timeout(settings.timeoutMs);
-    response = await fetch(url, { method: 'GET', headers, signal, redirect: 'error' });
-    text = await response.text();
+    target = expandUrlTemplate(settings.url, ref);
   } catch (error) {
+    throw new BridgeError('reconcile_bad_response', (error as Error).message, { retryable: false });
+  }
+  const { url } = target;
+  const headers: Record<string, string> = { accept: 'application/json', 'accept-encoding': 'gzip, deflate, br' };
+  if (settings.auth) headers[settings.auth.header.toLowerCase()] = settings.auth.value;
+  // The timeout covers the body too: a provider that answers the head and then stalls is as slow.
+  const signal = AbortSignal.timeout(settings.timeoutMs);
+  let status: number;
+  let body: Buffer;
+  try {
+    const response = await get(target, headers, signal);
+    status = response.statusCode ?? 0;
+    body = await readLimited(response, signal, url);
+  } catch (error) {
+    if (error instanceof BridgeError) throw error;
     const name = (error as Error).name;
-    if (name === 'TimeoutError' || name === 'AbortError') {
+    if (name === 'TimeoutError' || name === 'AbortError' || signal.aborted) {
       throw new BridgeError('reconcile_timeout', `GET ${url}: no answer within ${settings.timeoutMs} ms`, {
         retryable: true,
         cause: error,
@@ -36,16 +52,83 @@ export async function fetchSnapshot(settings: ReconcileSettings, ref: ResourceRe
     }
     throw new BridgeError('reconcile_unavailable', `GET ${url}: ${(error as Error).message}`, { retryable: true, cause: error });
   }
-  const status = response.status;
-  if (status === 404 || status === 410) return { kind: 'gone', status, url };
+  if (status === 404 || status === 410) {
+    const version = goneVersion(body);
+    return { kind: 'gone', status, url, ...(version === undefined ? {} : { version }) };
+  }
   if (status >= 500 || status === 408 || status === 429) {
     throw new BridgeError('reconcile_unavailable', `GET ${url}: HTTP ${status}`, { retryable: true });
   }
   if (status !== 200) throw new BridgeError('reconcile_bad_response', `GET ${url}: HTTP ${status}`, { retryable: false });
-  if (Buffer.byteLength(text, 'utf8') > MAX_BODY_BYTES) {
-    throw new BridgeError('reconcile_bad_response', `GET ${url}: body over ${MAX_BODY_BYTES} bytes`, { retryable: false });
+  return { kind: 'snapshot', status, url, ...parseSnapshotBody(body.toString('utf8'), url) };
+}
+
+function get(
+  target: ReturnType<typeof expandUrlTemplate>,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<IncomingMessage> {
+  const client = target.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    // `path` goes on the request line exactly as built: no dot-segment removal. No shared agent:
+    // pulls are rare, and a kept-alive socket would hold a CLI run open after its answer.
+    const request = client.request(
+      { method: 'GET', hostname: target.hostname.replace(/^\[|\]$/g, ''), port: target.port, path: target.path, headers, signal, agent: false },
+      resolve,
+    );
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+/** Reads the body, decompressed, and stops (closing the connection) as soon as it passes the limit. */
+function readLimited(response: IncomingMessage, signal: AbortSignal, url: string): Promise<Buffer> {
+  const encoding = String(response.headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase();
+  let stream: Readable = response;
+  if (encoding === 'gzip' || encoding === 'x-gzip') stream = response.pipe(zlib.createGunzip());
+  else if (encoding === 'deflate') stream = response.pipe(zlib.createInflate());
+  else if (encoding === 'br') stream = response.pipe(zlib.createBrotliDecompress());
+  else if (encoding !== 'identity') {
+    response.destroy();
+    return Promise.reject(new BridgeError('reconcile_bad_response', `GET ${url}: content-encoding ${encoding}`, { retryable: false }));
   }
-  return { kind: 'snapshot', status, url, ...parseSnapshotBody(text, url) };
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const fail = (error: unknown) => {
+      response.destroy();
+      if (stream !== response) stream.destroy();
+      reject(error);
+    };
+    signal.addEventListener('abort', () => fail(signal.reason), { once: true });
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        fail(new BridgeError('reconcile_bad_response', `GET ${url}: body over ${MAX_BODY_BYTES} bytes`, { retryable: false }));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.on('end', () => resolve(Buffer.concat(chunks)));
+    stream.on('error', (error) =>
+      fail(error instanceof BridgeError ? error : new BridgeError('reconcile_bad_response', `GET ${url}: ${error.message}`, { retryable: false })),
+    );
+    response.on('error', fail);
+  });
+}
+
+/** The version a 404/410 body states for the deletion, if it states one; anything else is no version. */
+function goneVersion(body: Buffer): number | undefined {
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    if (!isObject(parsed)) return undefined;
+    const version = parsed.version ?? (isObject(parsed.resource) ? parsed.resource.version : undefined);
+    return typeof version === 'number' && Number.isSafeInteger(version) && version >= 0 ? version : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The snapshot's version and data; throws reconcile_bad_response when the body has neither. */

@@ -6,16 +6,92 @@ import { parseSnapshotBody } from './provider-client.ts';
 import { ReconcileQueue } from './reconcile-queue.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { reconcileTriggerFor } from './triggers.ts';
+import { pullRecordChange, type PullAttempt, type PullRecordChange } from './pull-records.ts';
 import { expandUrlTemplate } from './url-template.ts';
 
 describe('expandUrlTemplate', () => {
+  const expand = (template: string, id: string, tenant = 't') => expandUrlTemplate(template, { tenant, type: 'theme', id });
   it('fills the placeholders, each URL-encoded as one segment', () => {
-    expect(expandUrlTemplate('https://p.example/api/{tenant}/{type}s/{id}', { tenant: 't 1', type: 'theme', id: 'a/../b?x=1#y' })).toBe(
-      'https://p.example/api/t%201/themes/a%2F..%2Fb%3Fx%3D1%23y',
-    );
+    expect(expandUrlTemplate('https://p.example/api/{tenant}/{type}s/{id}', { tenant: 't 1', type: 'theme', id: 'a/../b?x=1#y' })).toEqual({
+      protocol: 'https:',
+      hostname: 'p.example',
+      port: 443,
+      path: '/api/t%201/themes/a%2F..%2Fb%3Fx%3D1%23y',
+      url: 'https://p.example/api/t%201/themes/a%2F..%2Fb%3Fx%3D1%23y',
+    });
+  });
+  it.each([
+    ['.', '%2E'],
+    ['..', '%2E%2E'],
+    ['...', '%2E%2E%2E'],
+    ['a..b', 'a..b'],
+    ['%2e%2e', '%252e%252e'],
+  ])('an id %j never changes the path (sent as %s, never normalised)', (id, sent) => {
+    expect(expand('https://p.example/api/{type}s/{id}?tenant={tenant}', id, '..').path).toBe(`/api/themes/${sent}?tenant=%2E%2E`);
+  });
+  it('keeps the port and a query-only template', () => {
+    expect(expand('http://127.0.0.1:8089?id={id}', 'x')).toMatchObject({ hostname: '127.0.0.1', port: 8089, path: '/?id=x' });
   });
   it('refuses an unknown placeholder', () => {
-    expect(() => expandUrlTemplate('https://p.example/{nope}', { tenant: 't', type: 'theme', id: 'x' })).toThrow(/unknown placeholder/);
+    expect(() => expand('https://p.example/{nope}', 'x')).toThrow(/unknown placeholder/);
+  });
+  it('refuses http:// to anything but loopback: the bearer token would travel in clear', () => {
+    expect(() => expand('http://p.example/{id}', 'x')).toThrow(/in clear/);
+    expect(() => expand('http://10.0.0.1:80/{id}', 'x')).toThrow(/in clear/);
+    for (const host of ['localhost', '127.0.0.1', '127.1.2.3', '[::1]']) expect(expand(`http://${host}:9/{id}`, 'x').port).toBe(9);
+  });
+});
+
+describe('pullRecordChange', () => {
+  const schedule = { delaysMs: [100, 200], jitter: 0 };
+  it.each<[string, PullAttempt, number, PullRecordChange]>([
+    ['applied resolves', { outcome: 'applied', retryable: false }, 0, { kind: 'resolved' }],
+    ['stale resolves', { outcome: 'stale', retryable: false }, 1, { kind: 'resolved' }],
+    [
+      'gone waits for an operator',
+      { outcome: 'gone', retryable: false },
+      0,
+      { kind: 'attempted', status: 'gone', attempts: 1, dueInMs: null, exhausted: false },
+    ],
+    ['gone agrees with a stored tombstone', { outcome: 'gone', retryable: false, storedDeleted: true }, 0, { kind: 'resolved' }],
+    [
+      'invalid is failed',
+      { outcome: 'invalid', retryable: false },
+      0,
+      { kind: 'attempted', status: 'failed', attempts: 1, dueInMs: null, exhausted: false },
+    ],
+    [
+      'implausible is failed',
+      { outcome: 'implausible', retryable: false },
+      0,
+      { kind: 'attempted', status: 'failed', attempts: 1, dueInMs: null, exhausted: false },
+    ],
+    [
+      'a refused answer is failed',
+      { outcome: 'failed', retryable: false },
+      0,
+      { kind: 'attempted', status: 'failed', attempts: 1, dueInMs: null, exhausted: false },
+    ],
+    [
+      'a 5xx retries at level 1',
+      { outcome: 'failed', retryable: true },
+      0,
+      { kind: 'attempted', status: 'retrying', attempts: 1, dueInMs: 100, exhausted: false },
+    ],
+    [
+      'then level 2',
+      { outcome: 'circuit_open', retryable: true },
+      1,
+      { kind: 'attempted', status: 'retrying', attempts: 2, dueInMs: 200, exhausted: false },
+    ],
+    [
+      'then gives up',
+      { outcome: 'error', retryable: true },
+      2,
+      { kind: 'attempted', status: 'failed', attempts: 3, dueInMs: null, exhausted: true },
+    ],
+  ])('%s', (_, attempt, before, expected) => {
+    expect(pullRecordChange(attempt, before, schedule)).toEqual(expected);
   });
 });
 
@@ -31,6 +107,16 @@ describe('the reconcile block of a source', () => {
       breaker: { failureThreshold: 5, cooldownMs: 30_000 },
       maxVersionGap: 1,
     });
+  });
+  it('refuses http:// but for a loopback host (tests, a sidecar)', () => {
+    expect(() => file({ url: 'http://p.example/{id}' })).toThrow(/loopback/);
+    expect(() => file({ url: 'http://user@p.example/{id}' })).toThrow(/loopback/);
+    expect(() => file({ url: 'http://127.0.0.1.p.example/{id}' })).toThrow(/loopback/);
+    for (const url of ['http://localhost:8080/{id}', 'http://127.0.0.1/{id}', 'http://[::1]:9/{id}', 'https://p.example/{id}'])
+      expect(file({ url }).sources[0]!.reconcile!.url).toBe(url);
+  });
+  it('bounds how far a pulled version may lead (default 2^32)', () => {
+    expect(file({ url: 'https://p.example/{id}' }).sources[0]!.reconcile!.maxVersionLead).toBe(2 ** 32);
   });
   it('refuses a template without {id} or with an unknown placeholder', () => {
     expect(() => file({ url: 'https://p.example/api/themes' })).toThrow(SourcesConfigError);

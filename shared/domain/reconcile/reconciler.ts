@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { parseEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
+import { eventAction, parseEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
 import { encodeEventHeaders, RECONCILE_SOURCE } from '#domain/contract/event-headers.ts';
-import type { ReconcileSource } from '#domain/sources/index.ts';
+import { DEFAULT_MAX_VERSION_LEAD, type ReconcileSource } from '#domain/sources/index.ts';
 import { selectResourceState } from '#domain/store/state.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
@@ -13,13 +13,16 @@ export const RECONCILE_TRIGGERS = ['gap', 'unseen', 'quarantine', 'operator'] as
 export type ReconcileTrigger = (typeof RECONCILE_TRIGGERS)[number];
 
 /**
- * applied: a newer snapshot went to the events topic (the apply path applies it); stale: the
- * provider's version is not above the stored one, nothing sent; gone: the API says the resource
- * no longer exists (a tombstone went out unless it already was one, or nothing is stored);
- * failed: transient failures on every attempt, or a refused answer; circuit_open: the source's
- * breaker refused the request; invalid: the snapshot fails the event contract.
+ * applied: the API's snapshot (or, for a 404/410 whose body states the deletion's version, a
+ * tombstone at that version) went to the events topic, carrying the provider's own version;
+ * stale: the provider's version is not above the stored one, nothing sent; gone: a 404 or 410
+ * without a version: evidence for an operator, nothing sent (a delete at a version the bridge
+ * made up would drop the provider's next real update); failed: transient failures on every
+ * attempt, or a refused answer; circuit_open: the source's breaker refused the request; invalid:
+ * the answer fails the event contract or the source's strict schema; implausible: the version
+ * leads the highest one known by more than the source's `maxVersionLead`, nothing sent.
  */
-export type ReconcileOutcome = 'applied' | 'stale' | 'gone' | 'failed' | 'circuit_open' | 'invalid';
+export type ReconcileOutcome = 'applied' | 'stale' | 'gone' | 'failed' | 'circuit_open' | 'invalid' | 'implausible';
 
 export interface ReconcileRequest {
   tenantId: string;
@@ -28,7 +31,7 @@ export interface ReconcileRequest {
   trigger: ReconcileTrigger;
   /** The source whose API to ask; default: the one source that owns the tenant and type. */
   sourceId?: string;
-  /** The highest version the bridge has seen for it (the triggering event's): a tombstone goes above it. */
+  /** The highest version the bridge has seen for it (the triggering event's): with the stored one, the base of `maxVersionLead`. */
   seenVersion?: number;
   /** Fetch and decide, publish nothing. */
   dryRun?: boolean;
@@ -131,33 +134,48 @@ export class Reconciler {
     }
     const { answer } = pulled;
 
-    let envelope: EventEnvelope;
-    if (answer.kind === 'gone') {
-      const fetched = { status: answer.status, url: answer.url };
-      if (state === undefined || storedDeleted) {
-        return { ...known, outcome: 'gone', fetched, reason: state === undefined ? 'nothing stored' : 'already a tombstone' };
-      }
-      // The API gives no version for a resource it no longer has. The tombstone goes one above the
-      // highest version seen, so the apply path takes it and every late update it has seen is
-      // stale; the provider's own delete event, when it comes, is then stale or applies again.
-      const version = Math.max(storedVersion!, request.seenVersion ?? 0) + 1;
-      envelope = this.#envelope(request, 'deleted', version, {});
-      return this.#send({ ...known, outcome: 'gone', fetched }, envelope, request);
+    const fetched = {
+      status: answer.status,
+      url: answer.url,
+      ...(answer.version === undefined ? {} : { version: answer.version }),
+      ...(answer.kind === 'snapshot' ? { data: answer.data } : {}),
+    };
+    if (answer.kind === 'gone' && answer.version === undefined) {
+      // No version, no change: the API may lag behind its webhooks, the URL template may be wrong,
+      // or a scope may hide the resource. The pushed event that triggered the pull stays applied.
+      return { ...known, outcome: 'gone', fetched, reason: `HTTP ${answer.status} without a version: nothing sent` };
     }
-    const fetched = { status: answer.status, url: answer.url, version: answer.version, data: answer.data };
-    if (storedVersion !== null && answer.version <= storedVersion) {
+    const version = answer.version!;
+    if (storedVersion !== null && version <= storedVersion) {
       return { ...known, outcome: 'stale', fetched, reason: `stored version ${storedVersion}` };
     }
-    envelope = this.#envelope(request, 'updated', answer.version, answer.data);
-    return this.#send({ ...known, outcome: 'applied', fetched }, envelope, request);
+    const highestKnown = Math.max(storedVersion ?? -1, request.seenVersion ?? -1);
+    const lead = source.reconcile.maxVersionLead ?? DEFAULT_MAX_VERSION_LEAD;
+    if (highestKnown >= 0 && version - highestKnown > lead) {
+      return {
+        ...known,
+        outcome: 'implausible',
+        fetched,
+        reason: `version ${version} leads the highest known version ${highestKnown} by more than maxVersionLead ${lead}`,
+      };
+    }
+    const envelope =
+      answer.kind === 'gone' ? this.#envelope(request, 'deleted', version, {}) : this.#envelope(request, 'updated', version, answer.data);
+    return this.#send({ ...known, outcome: 'applied', fetched }, envelope, request, source);
   }
 
-  async #send(report: ReconcileReport, envelope: EventEnvelope, request: ReconcileRequest): Promise<ReconcileReport> {
+  async #send(report: ReconcileReport, envelope: EventEnvelope, request: ReconcileRequest, source: ReconcileSource): Promise<ReconcileReport> {
     const value = Buffer.from(JSON.stringify(envelope), 'utf8');
-    // The same contract a webhook must pass: a provider API answering what its webhooks could not
-    // carry must not slip past the checks into the DLQ.
+    // The same checks a webhook must pass (the contract, then the source's strict schema, as the
+    // ingress runs them): a provider API answering what its webhooks could not carry must not slip
+    // past them into the state or the DLQ.
     const parsed = parseEvent(value);
     if (!parsed.ok) return { ...report, outcome: 'invalid', event: envelope, reason: `${parsed.code}: ${parsed.message}` };
+    const strict = source.strictSchemas?.[request.type];
+    if (strict !== undefined && eventAction(envelope) !== 'delete') {
+      const problem = strict.check(envelope.data);
+      if (problem !== undefined) return { ...report, outcome: 'invalid', event: envelope, reason: `strict_schema: ${problem}` };
+    }
     if (request.dryRun) return { ...report, event: envelope };
     await this.#publish({
       key: report.resourceKey,
@@ -223,15 +241,18 @@ export class Reconciler {
   }
 
   #guardFor(request: ReconcileRequest): SourceGuard {
+    const what = `tenant "${request.tenantId}", type "${request.type}"`;
     if (request.sourceId !== undefined) {
       const guard = this.#guards.find((g) => g.source.id === request.sourceId);
       if (!guard)
         throw new BridgeError('reconcile_not_configured', `source "${request.sourceId}" has no reconcile settings`, { retryable: false });
+      // Naming a source never widens what it may publish: the ingress's tenant and type check.
+      if (!owns(guard.source, request))
+        throw new BridgeError('reconcile_not_configured', `source "${request.sourceId}" does not own ${what}`, { retryable: false });
       return guard;
     }
-    const owners = this.#guards.filter((g) => g.source.tenants.includes(request.tenantId) && g.source.resourceTypes.includes(request.type));
+    const owners = this.#guards.filter((g) => owns(g.source, request));
     if (owners.length === 1) return owners[0]!;
-    const what = `tenant "${request.tenantId}", type "${request.type}"`;
     if (owners.length === 0)
       throw new BridgeError('reconcile_not_configured', `no source with reconcile owns ${what}`, { retryable: false });
     throw new BridgeError(
@@ -242,4 +263,8 @@ export class Reconciler {
       },
     );
   }
+}
+
+function owns(source: ReconcileSource, request: { tenantId: string; type: string }): boolean {
+  return source.tenants.includes(request.tenantId) && source.resourceTypes.includes(request.type);
 }

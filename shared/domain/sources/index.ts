@@ -1,4 +1,5 @@
 export {
+  DEFAULT_MAX_VERSION_LEAD,
   DEFAULT_TOLERANCE_SECONDS,
   loadReconcileSources,
   loadSources,

@@ -31,6 +31,13 @@ const secretRefSchema = z.union([
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name');
 
+export const DEFAULT_MAX_VERSION_LEAD = 2 ** 32;
+
+function isLoopbackUrl(url: string): boolean {
+  const host = /^https?:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/i.exec(url)?.[1]?.toLowerCase() ?? '';
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
 /** The placeholders a reconcile URL template may use; each value is URL-encoded when expanded. */
 export const RECONCILE_PLACEHOLDERS = ['tenant', 'type', 'id'] as const;
 
@@ -44,7 +51,11 @@ export const reconcileConfigSchema = z.strictObject({
     .refine((url) => [...url.matchAll(/\{([^}]*)\}/g)].every((m) => (RECONCILE_PLACEHOLDERS as readonly string[]).includes(m[1]!)), {
       message: `placeholders must be among {${RECONCILE_PLACEHOLDERS.join('}, {')}}`,
     })
-    .refine((url) => url.includes('{id}'), { message: 'must contain {id}' }),
+    .refine((url) => url.includes('{id}'), { message: 'must contain {id}' })
+    // The auth header is a bearer credential: over plain http only to this machine (tests, a sidecar).
+    .refine((url) => !/^http:\/\//i.test(url) || isLoopbackUrl(url), {
+      message: 'http:// only for a loopback host (localhost, 127.0.0.0/8, [::1]): use https://',
+    }),
   // The header's value is read from the environment at start-up, never written in this file.
   auth: z
     .strictObject({
@@ -69,6 +80,12 @@ export const reconcileConfigSchema = z.strictObject({
   // The largest jump (incoming version - stored version) applied without pulling: 1 means every
   // version must follow the one before; a provider that skips versions sets more.
   maxVersionGap: z.int().min(1).default(1),
+  // The most a pulled version may lead the highest version the bridge knows for the resource. A
+  // pulled version is the API's word, not a signed event, and one far ahead (a sentinel such as
+  // 2^53-1, another counter) would make every later event stale for good; such an answer is
+  // refused (`implausible`) and recorded for an operator. Providers whose versions are
+  // timestamps may need more than the default (2^32).
+  maxVersionLead: z.int().min(1).default(DEFAULT_MAX_VERSION_LEAD),
 });
 
 /**
@@ -273,8 +290,10 @@ export function loadSources(file: string, env: Record<string, string | undefined
 }
 
 /** A source's reconcile settings with the auth header's value resolved. */
-export interface ReconcileSettings extends Omit<ReconcileConfig, 'auth'> {
+export interface ReconcileSettings extends Omit<ReconcileConfig, 'auth' | 'maxVersionLead'> {
   auth?: { header: string; value: string };
+  /** Default DEFAULT_MAX_VERSION_LEAD. */
+  maxVersionLead?: number;
 }
 
 /** What the reconciler knows of a source: which tenants and types it owns, and how to pull them. */
@@ -283,13 +302,19 @@ export interface ReconcileSource {
   tenants: string[];
   resourceTypes: string[];
   reconcile: ReconcileSettings;
+  /** The source's strict schemas (opt-in), applied to pulled snapshots as the ingress applies them to pushed ones. */
+  strictSchemas?: Readonly<Record<string, StrictSchema>>;
 }
 
 /**
  * The sources that declare `reconcile`, with only their API credentials resolved: the worker and
  * the CLI pull snapshots but never verify a signature, so they need no webhook secret.
  */
-export function resolveReconcileSources(file: SourcesFile, env: Record<string, string | undefined> = process.env): ReconcileSource[] {
+export function resolveReconcileSources(
+  file: SourcesFile,
+  env: Record<string, string | undefined> = process.env,
+  baseDir = process.cwd(),
+): ReconcileSource[] {
   const problems: string[] = [];
   const out: ReconcileSource[] = [];
   for (const source of file.sources) {
@@ -304,11 +329,20 @@ export function resolveReconcileSources(file: SourcesFile, env: Record<string, s
       }
       resolvedAuth = { header: auth.header, value: `${auth.prefix}${value}` };
     }
+    const strictSchemas: Record<string, StrictSchema> = {};
+    for (const [type, schemaFile] of Object.entries(source.strictSchemas)) {
+      try {
+        strictSchemas[type] = loadStrictSchema(schemaFile, baseDir);
+      } catch (error) {
+        problems.push(`source "${source.id}" strictSchemas.${type}: ${(error as Error).message}`);
+      }
+    }
     out.push({
       id: source.id,
       tenants: [...source.tenants],
       resourceTypes: [...source.resourceTypes],
       reconcile: { ...rest, ...(resolvedAuth === undefined ? {} : { auth: resolvedAuth }) },
+      ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
     });
   }
   if (problems.length > 0) throw new SourcesConfigError(problems);
@@ -323,5 +357,5 @@ export function loadReconcileSources(file: string, env: Record<string, string | 
   } catch (error) {
     throw new SourcesConfigError([`cannot read ${file}: ${(error as Error).message}`]);
   }
-  return resolveReconcileSources(parseSourcesFile(json), env);
+  return resolveReconcileSources(parseSourcesFile(json), env, path.dirname(path.resolve(file)));
 }

@@ -7,6 +7,7 @@ export * from './inbox.ts';
 export * from './migrate.ts';
 export * from './operator-views.ts';
 export * from './outbox.ts';
+export * from './reconcile-pulls.ts';
 export * from './retention.ts';
 export * from './session.ts';
 export * from './state.ts';
