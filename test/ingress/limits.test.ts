@@ -67,6 +67,7 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       DEMO_SECRET: 'x'.repeat(32),
       DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
       DEMO_BODY_SECRET: 'y'.repeat(32),
+      DEMO_STRICT_SECRET: 'z'.repeat(32),
     };
     const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
     expect(defaults).toMatchObject({

@@ -21,14 +21,15 @@ import { verify, type VerifiedSignature } from './verify.ts';
 const SECRETS = {
   DEMO_SECRET: 'a-long-enough-hmac-secret',
   DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-  DEMO_BODY_SECRET: 'a-long-enough-hmac-secret',
+  DEMO_BODY_SECRET: 'a-long-enough-hmac-body-secret',
+  DEMO_STRICT_SECRET: 'a-long-enough-hmac-strict-secret',
 };
 const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
 const SECRET_OF: Record<string, string> = {
   demo: SECRETS.DEMO_SECRET,
   'demo-std': SECRETS.DEMO_STD_SECRET,
   'demo-body': SECRETS.DEMO_BODY_SECRET,
-  'demo-strict': SECRETS.DEMO_SECRET,
+  'demo-strict': SECRETS.DEMO_STRICT_SECRET,
 };
 const NOW = 1_790_000_000;
 const clock = () => NOW;

@@ -1,4 +1,4 @@
-export { decodeStandardSecret, SIGNATURE_HEADERS, SIGNATURE_SCHEMES } from './schemes.ts';
+export { decodeStandardSecret, SIGNATURE_HEADERS, SIGNATURE_SCHEMES, signingKey } from './schemes.ts';
 export type { SignatureHeaderNames, SignatureScheme } from './schemes.ts';
 export { signWebhook } from './sign-webhook.ts';
 export type { SignWebhookInput, WebhookHeaders } from './sign-webhook.ts';
