@@ -235,7 +235,6 @@ describe('preflight', () => {
 
   it.each([
     ['demo', 'x-webhook-id'],
-    ['demo', 'x-webhook-timestamp'],
     ['demo', 'x-webhook-signature'],
     ['demo-std', 'webhook-timestamp'],
     ['demo-body', 'x-webhook-signature'],
@@ -244,6 +243,19 @@ describe('preflight', () => {
     expect(answer).toMatchObject({ status: 400, reason: 'missing_header' });
     expect(json(answer)).toEqual({ error: 'bad_request', message: `missing header: ${header}` });
     expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ [`${sourceId}|missing_header`]: 1 });
+  });
+
+  it("another scheme's complete headers are refused by verify like a bad signature (401), whatever the source", async () => {
+    // Without its timestamp an hmac-sha256 request is a complete hmac-sha256-body one: a 400 here
+    // and a 401 from demo-body would tell which ids are configured with which scheme.
+    const request = signed('demo', undefined, { headers: { 'x-webhook-timestamp': undefined } });
+    const { answer, rejection, registry } = await run('demo', request);
+    expect(rejection?.kind).toBe('signature_missing_header');
+    expect(answer).toMatchObject({ status: 401, reason: 'missing_header' });
+    expect(json(answer)).toEqual({ error: 'unauthorized' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ 'demo|missing_header': 1 });
+    expect((await run('nobody', request)).answer).toMatchObject({ status: 401, body: answer.body });
+    expect((await run('demo-std', signed('demo'))).answer).toMatchObject({ status: 401, reason: 'missing_header', body: answer.body });
   });
 
   it('an empty required header counts as missing', async () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SIGNATURE_HEADERS, type SignatureHeaderNames } from '#domain/signing/index.ts';
+import { SIGNATURE_HEADERS, SIGNATURE_SCHEMES, type SignatureHeaderNames } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
 import type { Rejection } from './rejections.ts';
@@ -61,6 +61,7 @@ export interface Delivery {
   /** false: `source` is the directory's stand-in for an id nobody configured. */
   known: boolean;
   names: SignatureHeaderNames;
+  /** The source's own scheme's headers; '' when the request carries another scheme's (verify refuses it). */
   id: string;
   /** Absent for a scheme that signs no timestamp. */
   timestamp: string | undefined;
@@ -95,17 +96,18 @@ export function preflight(
   if (declaredBytes !== undefined && declaredBytes > limit) return BODY_TOO_LARGE;
   if (!isJsonContentType(headers)) return { kind: 'unsupported_media_type', bodyUnbounded };
 
+  // Everything up to here, and the signature headers' check, reads the request alone: the source's
+  // own scheme is consulted only after it, so no answer depends on which ids exist.
+  const headerProblem = signatureHeadersProblem(headers, bodyUnbounded);
+  if (headerProblem !== undefined) return headerProblem;
+
   const source = options.sources.lookup(sourceId);
   const names = SIGNATURE_HEADERS[source.scheme];
-  const id = idHeader(headers, names.id);
-  const timestamp = names.timestamp === undefined ? undefined : singleHeader(headers, names.timestamp);
-  const signature = singleHeader(headers, names.signature);
-  const problem =
-    requiredHeader(names.id, id, bodyUnbounded) ??
-    (names.timestamp === undefined ? undefined : requiredHeader(names.timestamp, timestamp!, bodyUnbounded)) ??
-    requiredHeader(names.signature, signature, bodyUnbounded);
-  if (problem !== undefined) return problem;
-  if (id.conflict) return { kind: 'event_id_headers_differ', header: names.id, alias: ID_HEADER_ALIASES[names.id]!, bodyUnbounded };
+  // A complete set of another scheme's headers: verify refuses it (missing_header, 401) after the
+  // body is read, exactly as an unknown id is refused.
+  const id = idHeader(headers, names.id).value ?? '';
+  const timestamp = names.timestamp === undefined ? undefined : (singleHeader(headers, names.timestamp).value ?? '');
+  const signature = singleHeader(headers, names.signature).value ?? '';
 
   const eventType = singleHeader(headers, OPTIONAL_HEADERS.eventType);
   const idempotencyKey = singleHeader(headers, OPTIONAL_HEADERS.idempotencyKey);
@@ -118,10 +120,9 @@ export function preflight(
     source,
     known: source !== options.sources.unknown,
     names,
-    // requiredHeader refused an absent or empty id, timestamp or signature.
-    id: id.value!,
-    timestamp: timestamp?.value,
-    signature: signature.value!,
+    id,
+    timestamp,
+    signature,
     eventType: eventType.value,
     idempotencyKey: idempotencyKey.value,
     deliveryAttempt: retry.value === undefined ? undefined : Number(retry.value),
@@ -136,9 +137,40 @@ export function bodyRejection(read: Exclude<BodyResult, { kind: 'ok' }>): Reject
   return undefined;
 }
 
-function requiredHeader(name: string, header: HeaderResult, bodyUnbounded: boolean): Rejection | undefined {
-  if (header.ok && header.value !== undefined && header.value !== '') return undefined;
-  return { kind: header.ok ? 'missing_header' : 'repeated_header', header: name, bodyUnbounded };
+// Every header a scheme signs with, and the id's alias: a repeat of any of them is refused
+// whatever the source's scheme.
+const SIGNATURE_HEADER_NAMES: readonly string[] = [
+  ...new Set(SIGNATURE_SCHEMES.flatMap((scheme) => Object.values(SIGNATURE_HEADERS[scheme]) as string[])),
+  ...Object.values(ID_HEADER_ALIASES),
+];
+
+/**
+ * 400 when the request carries no complete set of any scheme's required headers, or repeats one of
+ * them, or sends both id spellings with different values. It looks at no source: a request that
+ * passes carries a complete set of some scheme, and a source of another scheme refuses it in verify
+ * like a bad signature. The header named missing is the first one absent from the scheme the
+ * request came closest to (fewest missing; ties in SIGNATURE_SCHEMES order).
+ */
+function signatureHeadersProblem(headers: RequestHeaders, bodyUnbounded: boolean): Rejection | undefined {
+  for (const name of SIGNATURE_HEADER_NAMES) {
+    if (!singleHeader(headers, name).ok) return { kind: 'repeated_header', header: name, bodyUnbounded };
+  }
+  for (const [name, alias] of Object.entries(ID_HEADER_ALIASES)) {
+    if (idHeader(headers, name).conflict) return { kind: 'event_id_headers_differ', header: name, alias, bodyUnbounded };
+  }
+  let closest: string[] | undefined;
+  for (const scheme of SIGNATURE_SCHEMES) {
+    const names = SIGNATURE_HEADERS[scheme];
+    const required = [names.id, ...(names.timestamp === undefined ? [] : [names.timestamp]), names.signature];
+    const missing = required.filter((name) => !present(name === names.id ? idHeader(headers, name) : singleHeader(headers, name)));
+    if (missing.length === 0) return undefined;
+    if (closest === undefined || missing.length < closest.length) closest = missing;
+  }
+  return { kind: 'missing_header', header: closest![0]!, bodyUnbounded };
+}
+
+function present(header: HeaderResult): boolean {
+  return header.value !== undefined && header.value !== '';
 }
 
 /** The id header, or its alias; `conflict` when both are sent with different values. */
