@@ -290,7 +290,7 @@ describe('preflight', () => {
     expect(json(answer)).toEqual({ error: 'bad_request', message: 'x-webhook-retry must be a non-negative integer' });
   });
 
-  it('answers a body read that ran over the limit or the in-flight budget, and nobody when the client left', async () => {
+  it('answers a body read that ran over the limit, the budget or a deadline, and nobody when the client left', async () => {
     const tooLarge = bodyRejection({ kind: 'too_large' })!;
     covered.add(tooLarge.kind);
     expect(rejectionAnswer(tooLarge)).toMatchObject({ status: 413, reason: 'body_too_large', closeConnection: true });
@@ -305,8 +305,25 @@ describe('preflight', () => {
     });
     expect(json(rejectionAnswer(overBudget))).toEqual({ error: 'unavailable' });
     const registry = new Registry();
-    countRejection(createIngressMetrics(registry), overBudget, 'demo');
-    expect(await counter(registry, 'webhook_overload_refusals_total')).toEqual({ inflight_body_bytes: 1 });
+    const metrics = createIngressMetrics(registry);
+    countRejection(metrics, overBudget, 'demo');
+
+    for (const [read, reason, status] of [
+      ['client_over_budget', 'client_body_bytes', 429],
+      ['idle_timeout', 'body_idle_timeout', 408],
+      ['timeout', 'body_timeout', 408],
+    ] as const) {
+      const refused = bodyRejection({ kind: read })!;
+      covered.add(refused.kind);
+      expect(rejectionAnswer(refused)).toMatchObject({ status, reason, closeConnection: true, retryAfter: status === 429 });
+      countRejection(metrics, refused, 'demo');
+    }
+    expect(await counter(registry, 'webhook_overload_refusals_total')).toEqual({
+      inflight_body_bytes: 1,
+      client_body_bytes: 1,
+      body_idle_timeout: 1,
+      body_timeout: 1,
+    });
 
     expect(bodyRejection({ kind: 'aborted' })).toBeUndefined();
   });
@@ -504,6 +521,9 @@ describe('the rejection table', () => {
     event_id_headers_differ: [400, 'event_id_mismatch'],
     malformed_retry_header: [400, 'bad_request'],
     inflight_body_bytes: [503, 'unavailable'],
+    client_body_bytes: [429, 'too_many_requests'],
+    body_idle_timeout: [408, 'request_timeout'],
+    body_timeout: [408, 'request_timeout'],
     unknown_source: [401, 'unauthorized'],
     signature_missing_header: [401, 'unauthorized'],
     signature_malformed_timestamp: [401, 'unauthorized'],

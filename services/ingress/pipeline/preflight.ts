@@ -69,13 +69,14 @@ export interface Delivery {
   eventType: string | undefined;
   idempotencyKey: string | undefined;
   deliveryAttempt: number | undefined;
-  /** The Content-Length, at most bodyLimitBytes; taken from the body budget before a byte is read. */
-  declaredBytes: number | undefined;
 }
 
 const SHUTTING_DOWN: Rejection = { kind: 'shutting_down' };
 const BODY_TOO_LARGE: Rejection = { kind: 'body_too_large' };
 const INFLIGHT_BODY_BYTES: Rejection = { kind: 'inflight_body_bytes' };
+const CLIENT_BODY_BYTES: Rejection = { kind: 'client_body_bytes' };
+const BODY_IDLE_TIMEOUT: Rejection = { kind: 'body_idle_timeout' };
+const BODY_TIMEOUT: Rejection = { kind: 'body_timeout' };
 
 /**
  * Everything decided from the request line and headers alone, before a byte of the body is read
@@ -126,7 +127,6 @@ export function preflight(
     eventType: eventType.value,
     idempotencyKey: idempotencyKey.value,
     deliveryAttempt: retry.value === undefined ? undefined : Number(retry.value),
-    declaredBytes,
   };
 }
 
@@ -134,6 +134,9 @@ export function preflight(
 export function bodyRejection(read: Exclude<BodyResult, { kind: 'ok' }>): Rejection | undefined {
   if (read.kind === 'too_large') return BODY_TOO_LARGE;
   if (read.kind === 'over_budget') return INFLIGHT_BODY_BYTES;
+  if (read.kind === 'client_over_budget') return CLIENT_BODY_BYTES;
+  if (read.kind === 'idle_timeout') return BODY_IDLE_TIMEOUT;
+  if (read.kind === 'timeout') return BODY_TIMEOUT;
   return undefined;
 }
 
