@@ -26,6 +26,13 @@ export const ingressDefaults = {
   // thousands of typical 1-2 KiB webhooks).
   maxConnections: 1024,
   maxInflightBodyBytes: 64 * 1024 * 1024,
+  // An eighth of the budget per client address (8 bodies at the 1 MiB limit): one client cannot
+  // take the whole budget. Behind a proxy every request comes from its address: raise it there.
+  maxClientBodyBytes: 8 * 1024 * 1024,
+  // A body is read within these or cut off with 408: bytes held by a client that stalls or
+  // trickles are released instead of held until requestTimeout.
+  bodyIdleTimeoutMs: 5000,
+  bodyTimeoutMs: 10_000,
   maxJsonDepth: 32,
 } as const;
 
@@ -48,6 +55,9 @@ export const ingressEnvSchema = z.object({
   MAX_CONNECTIONS: positiveIntSchema.default(ingressDefaults.maxConnections),
   KEEP_ALIVE_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.keepAliveTimeoutMs),
   MAX_INFLIGHT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxInflightBodyBytes),
+  MAX_CLIENT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxClientBodyBytes),
+  BODY_IDLE_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.bodyIdleTimeoutMs),
+  BODY_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.bodyTimeoutMs),
 });
 
 export type IngressEnv = z.infer<typeof ingressEnvSchema>;
@@ -73,6 +83,9 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     maxConnections: env.MAX_CONNECTIONS,
     keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT_MS,
     maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
+    maxClientBodyBytes: env.MAX_CLIENT_BODY_BYTES,
+    bodyIdleTimeoutMs: env.BODY_IDLE_TIMEOUT_MS,
+    bodyTimeoutMs: env.BODY_TIMEOUT_MS,
     logLevel: env.LOG_LEVEL,
     logBufferBytes: env.LOG_BUFFER_BYTES,
   };

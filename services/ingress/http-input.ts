@@ -28,20 +28,57 @@ export function isJsonContentType(headers: RequestHeaders): boolean {
   return values !== undefined && values.length === 1 && JSON_MEDIA_TYPE.test(values[0]!.trim());
 }
 
-export type BodyResult = { kind: 'ok'; body: Buffer } | { kind: 'too_large' } | { kind: 'over_budget' } | { kind: 'aborted' };
+export type BodyResult =
+  | { kind: 'ok'; body: Buffer }
+  | { kind: 'too_large' }
+  | { kind: 'over_budget' }
+  | { kind: 'client_over_budget' }
+  | { kind: 'idle_timeout' }
+  | { kind: 'timeout' }
+  | { kind: 'aborted' };
 
 /**
- * Body bytes buffered across all requests at once (read, verified or waiting for their ack). A
- * request takes its declared length before anything of its body is read, a body of unknown
- * length (chunked) takes each chunk as it arrives, and the bytes are given back when the request
- * is done (releaseBody). What does not fit is refused (over_budget) instead of read.
+ * Body bytes buffered at once (read, verified or waiting for their ack), across all requests and
+ * per client address. A request takes bytes as they arrive, never what it merely declares: a
+ * Content-Length costs nothing until the body is sent, so sockets that declare 1 MiB and send
+ * nothing hold no budget. The bytes are given back when the request is done (releaseBody). What
+ * does not fit is refused (over_budget, client_over_budget) instead of read.
  */
 export class BodyBudget {
   readonly limitBytes: number;
+  /** What one client address (an IPv4 address, an IPv6 /64) may hold at once. */
+  readonly perClientLimitBytes: number;
   usedBytes = 0;
-  constructor(limitBytes: number) {
+  /** Bytes held by each client address that holds any. */
+  readonly byClient = new Map<string, number>();
+  constructor(limitBytes: number, perClientLimitBytes: number = limitBytes) {
     this.limitBytes = limitBytes;
+    this.perClientLimitBytes = perClientLimitBytes;
   }
+}
+
+/** A body that gets no byte for idleMs, or is not complete after totalMs, is cut off. */
+export interface BodyDeadlines {
+  idleMs: number;
+  totalMs: number;
+}
+
+/**
+ * The key a client's share of the budget is kept under: its IPv4 address, or its IPv6 /64 (one
+ * host usually owns a whole /64, so per-address keys there would cost an attacker nothing).
+ */
+export function clientKey(address: string | undefined): string {
+  if (address === undefined) return 'unknown';
+  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7);
+  if (!address.includes(':')) return address;
+  const [head = '', tail] = address.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? left : [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => (g === '' ? '0' : g.toLowerCase().replace(/^0+(?=.)/, '')))
+    .join(':')}::/64`;
 }
 
 interface BodyReader {
@@ -49,6 +86,11 @@ interface BodyReader {
   size: number;
   limitBytes: number;
   budget: BodyBudget | undefined;
+  client: string;
+  deadlines: BodyDeadlines | undefined;
+  /** performance.now() when the read began. */
+  startedAt: number;
+  timer: NodeJS.Timeout | undefined;
   resolve: (result: BodyResult) => void;
 }
 
@@ -57,18 +99,23 @@ interface BodyReader {
 // wraps every closure assigned to a name in a defineProperty call, a measurable cost at
 // thousands of requests per second.
 const READER = Symbol('rawBodyReader');
-// Bytes of the budget this request holds, given back by releaseBody.
+// Bytes of the budget this request holds, and the client they count against; given back by releaseBody.
 const HELD = Symbol('heldBodyBytes');
-type ReadingRequest = IncomingMessage & { [READER]?: BodyReader | undefined; [HELD]?: number };
+const CLIENT = Symbol('bodyClient');
+type ReadingRequest = IncomingMessage & { [READER]?: BodyReader | undefined; [HELD]?: number; [CLIENT]?: string };
 
 const OVER_BUDGET: BodyResult = { kind: 'over_budget' };
+const CLIENT_OVER_BUDGET: BodyResult = { kind: 'client_over_budget' };
 const TOO_LARGE: BodyResult = { kind: 'too_large' };
+const IDLE_TIMEOUT: BodyResult = { kind: 'idle_timeout' };
+const TIMEOUT: BodyResult = { kind: 'timeout' };
 const ABORTED: BodyResult = { kind: 'aborted' };
 
 function finishReading(req: ReadingRequest, result: BodyResult): void {
   const reader = req[READER];
   if (reader === undefined) return;
   req[READER] = undefined;
+  if (reader.timer !== undefined) clearTimeout(reader.timer);
   req.off('data', onBodyData);
   req.off('end', onBodyEnd);
   req.off('error', onBodyError);
@@ -81,6 +128,15 @@ function finishReading(req: ReadingRequest, result: BodyResult): void {
 function onBodyData(this: ReadingRequest, chunk: Buffer): void {
   const reader = this[READER];
   if (reader === undefined) return;
+  const deadlines = reader.deadlines;
+  if (deadlines !== undefined) {
+    // A trickle that keeps the idle timer from firing still runs into the total deadline here.
+    if (performance.now() - reader.startedAt > deadlines.totalMs) {
+      finishReading(this, TIMEOUT);
+      return;
+    }
+    reader.timer?.refresh();
+  }
   reader.size += chunk.length;
   if (reader.size > reader.limitBytes) {
     finishReading(this, TOO_LARGE);
@@ -88,17 +144,19 @@ function onBodyData(this: ReadingRequest, chunk: Buffer): void {
   }
   const budget = reader.budget;
   if (budget !== undefined) {
-    const held = this[HELD] ?? 0;
-    if (reader.size > held) {
-      // Only a body of unknown length grows past what it took up front.
-      const more = reader.size - held;
-      if (budget.usedBytes + more > budget.limitBytes) {
-        finishReading(this, OVER_BUDGET);
-        return;
-      }
-      budget.usedBytes += more;
-      this[HELD] = reader.size;
+    const more = chunk.length;
+    if (budget.usedBytes + more > budget.limitBytes) {
+      finishReading(this, OVER_BUDGET);
+      return;
     }
+    const clientHeld = budget.byClient.get(reader.client) ?? 0;
+    if (clientHeld + more > budget.perClientLimitBytes) {
+      finishReading(this, CLIENT_OVER_BUDGET);
+      return;
+    }
+    budget.usedBytes += more;
+    budget.byClient.set(reader.client, clientHeld + more);
+    this[HELD] = (this[HELD] ?? 0) + more;
   }
   reader.chunks.push(chunk);
 }
@@ -118,25 +176,49 @@ function onBodyClose(this: ReadingRequest): void {
   if (!this.complete) finishReading(this, ABORTED);
 }
 
+function onBodyDeadline(req: ReadingRequest): void {
+  const reader = req[READER];
+  if (reader === undefined) return;
+  const overall = performance.now() - reader.startedAt >= reader.deadlines!.totalMs;
+  finishReading(req, overall ? TIMEOUT : IDLE_TIMEOUT);
+}
+
 /**
  * Reads the raw bytes (never a parsed-and-reserialised body) and stops at the limit. With a
- * budget, `declaredBytes` (the Content-Length, at most the limit) is taken from it before anything
- * is read, or the answer is over_budget at once; call releaseBody when the request is done.
+ * budget, each chunk is taken from it as it arrives (globally and for the client's address), or
+ * the answer is over_budget / client_over_budget; call releaseBody when the request is done. With
+ * deadlines, a body that gets no byte for idleMs (idle_timeout) or is not in after totalMs
+ * (timeout) is given up.
  */
-export function readRawBody(req: IncomingMessage, limitBytes: number, budget?: BodyBudget, declaredBytes = 0): Promise<BodyResult> {
+export function readRawBody(req: IncomingMessage, limitBytes: number, budget?: BodyBudget, deadlines?: BodyDeadlines): Promise<BodyResult> {
   const reading = req as ReadingRequest;
+  const client = budget === undefined ? '' : clientKey(req.socket.remoteAddress);
   if (budget !== undefined) {
-    const declared = declaredBytes > 0 ? declaredBytes : 0;
-    if (budget.usedBytes + declared > budget.limitBytes) return Promise.resolve(OVER_BUDGET);
-    budget.usedBytes += declared;
-    reading[HELD] = declared;
+    reading[HELD] = 0;
+    reading[CLIENT] = client;
   }
   return new Promise((resolve) => {
-    reading[READER] = { chunks: [], size: 0, limitBytes, budget, resolve };
+    const reader: BodyReader = {
+      chunks: [],
+      size: 0,
+      limitBytes,
+      budget,
+      client,
+      deadlines,
+      startedAt: performance.now(),
+      timer: undefined,
+      resolve,
+    };
+    reading[READER] = reader;
     reading.on('data', onBodyData);
     reading.on('end', onBodyEnd);
     reading.on('error', onBodyError);
     reading.on('close', onBodyClose);
+    // One timer per body, refreshed by each chunk: it fires after idleMs of silence, or at the
+    // total deadline if that comes first (a trickle is caught in onBodyData).
+    if (deadlines !== undefined && !req.complete) {
+      reader.timer = setTimeout(onBodyDeadline, Math.min(deadlines.idleMs, deadlines.totalMs), reading);
+    }
   });
 }
 
@@ -146,5 +228,9 @@ export function releaseBody(req: IncomingMessage, budget: BodyBudget): void {
   const held = reading[HELD];
   if (held === undefined || held === 0) return;
   budget.usedBytes -= held;
+  const client = reading[CLIENT]!;
+  const left = (budget.byClient.get(client) ?? 0) - held;
+  if (left > 0) budget.byClient.set(client, left);
+  else budget.byClient.delete(client);
   reading[HELD] = 0;
 }

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
@@ -42,6 +43,12 @@ export interface IngressConfig {
   maxConnections?: number;
   /** Request body bytes buffered at once across requests; past it a request is answered 503. */
   maxInflightBodyBytes?: number;
+  /** Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429. */
+  maxClientBodyBytes?: number;
+  /** A body that gets no byte for this long is cut off (408). */
+  bodyIdleTimeoutMs?: number;
+  /** A body not complete this long after its headers is cut off (408). */
+  bodyTimeoutMs?: number;
   maxJsonDepth?: number;
   logLevel?: string;
   /** LOG_BUFFER_BYTES (stdoutDestination, used by main.ts). */
@@ -80,10 +87,9 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const settings = { ...ingressDefaults, ...stripUndefined(config) };
   const logger = deps.logger ?? createLogger({ name: 'ingress', level: config.logLevel });
   const registry = deps.registry ?? new Registry();
-  const budget = new BodyBudget(settings.maxInflightBodyBytes);
+  const budget = new BodyBudget(settings.maxInflightBodyBytes, settings.maxClientBodyBytes);
   const metrics = createIngressMetrics(registry, { inflightBodyBytes: () => budget.usedBytes });
-  metrics.overloadRefusals.inc({ reason: 'max_connections' }, 0);
-  metrics.overloadRefusals.inc({ reason: 'inflight_body_bytes' }, 0);
+  for (const reason of OVERLOAD_REASONS) metrics.overloadRefusals.inc({ reason }, 0);
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId ?? 'ingress', logger });
   const sources = new SourceDirectory(config.sources);
@@ -109,6 +115,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     sources,
     bodyLimitBytes: settings.bodyLimitBytes,
     budget,
+    bodyDeadlines: { idleMs: settings.bodyIdleTimeoutMs, totalMs: settings.bodyTimeoutMs },
     maxJsonDepth: settings.maxJsonDepth,
     retryAfterSeconds: settings.retryAfterSeconds,
     nowSeconds,
@@ -155,6 +162,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   // without reading a request from it).
   server.maxConnections = settings.maxConnections;
   server.on('drop', () => metrics.overloadRefusals.inc({ reason: 'max_connections' }));
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, metrics));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host ?? '0.0.0.0', () => {
@@ -221,3 +229,36 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
 }
 
 export type { IngressMetrics };
+
+/** Every reason webhook_overload_refusals_total counts, exported at 0 from the start. */
+const OVERLOAD_REASONS = [
+  'max_connections',
+  'inflight_body_bytes',
+  'client_body_bytes',
+  'headers_timeout',
+  'request_timeout',
+  'body_idle_timeout',
+  'body_timeout',
+] as const;
+
+const CLIENT_ERROR_ANSWERS: Readonly<Record<string, string>> = {
+  ERR_HTTP_REQUEST_TIMEOUT: 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n',
+  HPE_HEADER_OVERFLOW: 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n',
+};
+const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
+
+/**
+ * node:http's own answer to a client error (what it does without a listener), plus the count of
+ * its timeouts: headersTimeout when the headers never ended, requestTimeout when a request that
+ * got in did not finish (the body deadlines normally answer first).
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex, metrics: IngressMetrics): void {
+  // node:http attaches a response to the socket once a request's headers are in, until it is sent.
+  const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage ?? undefined;
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    metrics.overloadRefusals.inc({ reason: response === undefined ? 'headers_timeout' : 'request_timeout' });
+  if (socket.writable && (response === undefined || !response.headersSent))
+    socket.write(CLIENT_ERROR_ANSWERS[error.code ?? ''] ?? BAD_REQUEST);
+  socket.destroy(error);
+}

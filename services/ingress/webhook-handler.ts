@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ParseEventOptions } from '#domain/contract/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { SpanKind, SpanStatusCode, type Span, type Tracing } from '#plumbing/observability/tracing.ts';
-import { readRawBody, releaseBody, type BodyBudget } from './http-input.ts';
+import { readRawBody, releaseBody, type BodyBudget, type BodyDeadlines } from './http-input.ts';
 import type { IngressMetrics } from './metrics.ts';
 import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './pipeline/answer.ts';
 import { parseAndMatch } from './pipeline/parse.ts';
@@ -14,8 +14,9 @@ import { verify } from './pipeline/verify.ts';
 export interface WebhookHandlerOptions {
   sources: SourceDirectory;
   bodyLimitBytes: number;
-  /** Body bytes buffered at once across requests. */
+  /** Body bytes buffered at once across requests, and per client address. */
   budget: BodyBudget;
+  bodyDeadlines: BodyDeadlines;
   maxJsonDepth: number;
   retryAfterSeconds: number;
   /** Unix seconds. */
@@ -127,8 +128,8 @@ export class WebhookHandler {
     const options = this.options;
     const delivery = preflight(this.preflightOptions, sourceId, req.headersDistinct, req.complete, this.closing);
     if ('kind' in delivery) return this.reject(delivery, sourceId);
-    // The declared length is taken from the budget before a byte is read (run() gives it back).
-    const read = await readRawBody(req, options.bodyLimitBytes, options.budget, delivery.declaredBytes);
+    // Bytes are taken from the budget as they arrive (run() gives them back).
+    const read = await readRawBody(req, options.bodyLimitBytes, options.budget, options.bodyDeadlines);
     if (read.kind !== 'ok') {
       const refused = bodyRejection(read);
       return refused === undefined ? undefined : this.reject(refused, sourceId);

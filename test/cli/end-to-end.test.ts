@@ -41,6 +41,7 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       DEMO_SECRET: devEnv.DEMO_SECRET!,
       DEMO_STD_SECRET: devEnv.DEMO_STD_SECRET!,
       DEMO_BODY_SECRET: devEnv.DEMO_BODY_SECRET!,
+      DEMO_STRICT_SECRET: devEnv.DEMO_STRICT_SECRET!,
     };
     ingress = await startIngress({
       port: 0,

@@ -61,13 +61,14 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
     topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
   });
 
-  it('MAX_CONNECTIONS, MAX_INFLIGHT_BODY_BYTES and KEEP_ALIVE_TIMEOUT_MS come from the environment (defaults 1024, 64 MiB, 5 s)', () => {
+  it('the connection, body and deadline limits come from the environment, with their defaults', () => {
     const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json' };
     const raw = {
       DEMO_SECRET: 'x'.repeat(32),
       DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
       DEMO_BODY_SECRET: 'y'.repeat(32),
-      DEMO_TIME_SECRET: 'z'.repeat(32),
+      DEMO_STRICT_SECRET: 'z'.repeat(32),
+      DEMO_TIME_SECRET: 'w'.repeat(32),
     };
     const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
     expect(defaults).toMatchObject({
@@ -75,6 +76,11 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       maxInflightBodyBytes: 64 * 1024 * 1024,
       keepAliveTimeoutMs: 5000,
       adminHost: '127.0.0.1',
+      maxClientBodyBytes: 8 * 1024 * 1024,
+      bodyIdleTimeoutMs: 5000,
+      bodyTimeoutMs: 10_000,
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
     });
     const set = ingressConfigFromEnv(
       ingressEnvSchema.parse({
@@ -83,10 +89,22 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
         MAX_INFLIGHT_BODY_BYTES: '2048',
         KEEP_ALIVE_TIMEOUT_MS: '65000',
         ADMIN_HOST: '0.0.0.0',
+        MAX_CLIENT_BODY_BYTES: '1024',
+        BODY_IDLE_TIMEOUT_MS: '700',
+        BODY_TIMEOUT_MS: '2000',
       }),
       raw,
     );
-    expect(set).toMatchObject({ maxConnections: 10, maxInflightBodyBytes: 2048, keepAliveTimeoutMs: 65000, adminHost: '0.0.0.0' });
+    expect(set).toMatchObject({
+      maxConnections: 10,
+      maxInflightBodyBytes: 2048,
+      keepAliveTimeoutMs: 65000,
+      adminHost: '0.0.0.0',
+      maxClientBodyBytes: 1024,
+      bodyIdleTimeoutMs: 700,
+      bodyTimeoutMs: 2000,
+    });
+    expect(() => ingressEnvSchema.parse({ ...base, BODY_IDLE_TIMEOUT_MS: '0' })).toThrow();
     expect(() => ingressEnvSchema.parse({ ...base, KEEP_ALIVE_TIMEOUT_MS: '0' })).toThrow();
   });
 
@@ -144,21 +162,27 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
     }
   });
 
-  it('answers 503 with Retry-After, before reading the body, when the declared body would exceed the in-flight budget', async () => {
+  it('holds only the body bytes that arrived, and answers 503 with Retry-After to the body that would pass the budget', async () => {
     const ingress = await startTestIngress(testBrokers(), topic, { maxInflightBodyBytes: 100 * 1024 });
     const clients: RawClient[] = [];
     try {
-      // Two requests each declare 40 KiB and send only their headers: 80 KiB of the 100 KiB budget is held.
+      // Two requests each declare 40 KiB: a declared length costs nothing until the bytes come.
       for (let i = 0; i < 2; i += 1) {
         const c = new RawClient(port(ingress));
         await c.connected();
         c.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
         clients.push(c);
       }
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 80 * 1024, 5000, '80 KiB reserved');
+      await waitFor(() => ingress.activeRequests() === 2, 5000, 'two requests in');
+      expect(await metric(ingress, /^webhook_inflight_body_bytes /)).toBe(0);
+      // Each sends all but its last byte: now held.
+      for (const c of clients) c.socket.write(Buffer.alloc(40 * 1024 - 1, 0x20));
+      const held = 2 * (40 * 1024 - 1);
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === held, 5000, '80 KiB held');
       const third = new RawClient(port(ingress));
       await third.connected();
       third.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
+      third.socket.write(Buffer.alloc(40 * 1024, 0x20));
       await waitFor(() => third.status() !== undefined, 5000, 'an answer to the request over the budget');
       expect(third.status()).toBe(503);
       expect(third.header('retry-after')).toBe('5');
@@ -166,7 +190,8 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       expect(third.answer).toContain('{"error":"unavailable"}');
       await waitFor(() => third.closed, 5000, 'the refused connection to close');
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
-      // A small request still fits (20 KiB left).
+      expect(await metric(ingress, /^webhook_inflight_body_bytes /)).toBe(held);
+      // A small request still fits.
       const small = new RawClient(port(ingress));
       await small.connected();
       small.head('/webhooks/acme', { 'Content-Length': '2' });
@@ -175,8 +200,8 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       expect(small.status()).toBe(401);
       small.socket.destroy();
 
-      // The held bodies arrive: each is answered (401: not signed) and its bytes are released.
-      for (const c of clients) c.socket.write(Buffer.alloc(40 * 1024, 0x20));
+      // The held bodies end: each is answered (401: not signed) and its bytes are released.
+      for (const c of clients) c.socket.write(' ');
       await waitFor(() => clients.every((c) => c.status() !== undefined), 5000, 'answers to the held requests');
       expect(clients.map((c) => c.status())).toEqual([401, 401]);
       await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released');
@@ -213,11 +238,8 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       await aborted.connected();
       aborted.head('/webhooks/acme', { 'Content-Length': String(30 * 1024) });
       aborted.socket.write(Buffer.alloc(10 * 1024, 0x20));
-      await waitFor(
-        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 30 * 1024,
-        5000,
-        'the declared 30 KiB reserved',
-      );
+      // What arrived is held, not what was declared.
+      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 10 * 1024, 5000, 'the 10 KiB sent held');
       aborted.socket.destroy();
       await waitFor(
         async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0,

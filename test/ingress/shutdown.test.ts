@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -91,6 +92,38 @@ describe('ingress shutdown and start-up', () => {
     // Never a secret or a signature in the logs.
     expect(run.output().stdout).not.toContain(devEnv.DEMO_SECRET!);
     expect(run.output().stdout).not.toMatch(/v1=[0-9a-f]{64}/);
+  });
+
+  it('refuses to start when two sources share a secret, and the dev sources do not', async () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-sources-')), 'sources.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        sources: [
+          { id: 'shop', secrets: [{ id: 'shop-1', env: 'SHOP_SECRET' }], tenants: ['tenant_acme'] },
+          { id: 'shop-eu', secrets: [{ id: 'shop-eu-1', env: 'SHOP_EU_SECRET' }], tenants: ['tenant_other'] },
+        ],
+      }),
+    );
+    const run = runMain({
+      KAFKA_BROKERS: testBrokers().join(','),
+      TOPIC_EVENTS: topic,
+      PORT: '0',
+      ADMIN_PORT: '0',
+      WEBHOOK_SOURCES_FILE: file,
+      SHOP_SECRET: 'one-secret-for-two-sources-0123456789',
+      SHOP_EU_SECRET: 'one-secret-for-two-sources-0123456789',
+    });
+    const code = await Promise.race([run.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 15_000))]);
+    if (code === 'still running') run.child.kill('SIGKILL');
+    expect(code).toBe(1);
+    expect(run.output().stderr).toContain(
+      'source "shop-eu" secret "shop-eu-1" has the same value as source "shop" secret "shop-1": a request signed for one would verify for the other',
+    );
+    expect(run.output().stderr).not.toContain('one-secret-for-two-sources');
+    // demo and demo-strict once shared DEMO_SECRET: a request signed for one verified for the other.
+    expect(devEnv.DEMO_STRICT_SECRET).toBeTruthy();
+    expect(new Set([devEnv.DEMO_SECRET, devEnv.DEMO_STD_SECRET, devEnv.DEMO_BODY_SECRET, devEnv.DEMO_STRICT_SECRET]).size).toBe(4);
   });
 
   it('refuses to start when a secret the sources file names is missing', async () => {

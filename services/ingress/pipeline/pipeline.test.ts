@@ -21,7 +21,8 @@ import { verify, type VerifiedSignature } from './verify.ts';
 const SECRETS = {
   DEMO_SECRET: 'a-long-enough-hmac-secret',
   DEMO_STD_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-  DEMO_BODY_SECRET: 'a-long-enough-hmac-secret',
+  DEMO_BODY_SECRET: 'a-long-enough-hmac-body-secret',
+  DEMO_STRICT_SECRET: 'a-long-enough-hmac-strict-secret',
   DEMO_TIME_SECRET: 'another-long-enough-hmac-secret',
 };
 const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
@@ -29,7 +30,7 @@ const SECRET_OF: Record<string, string> = {
   demo: SECRETS.DEMO_SECRET,
   'demo-std': SECRETS.DEMO_STD_SECRET,
   'demo-body': SECRETS.DEMO_BODY_SECRET,
-  'demo-strict': SECRETS.DEMO_SECRET,
+  'demo-strict': SECRETS.DEMO_STRICT_SECRET,
   'demo-time': SECRETS.DEMO_TIME_SECRET,
 };
 const NOW = 1_790_000_000;
@@ -236,7 +237,6 @@ describe('preflight', () => {
 
   it.each([
     ['demo', 'x-webhook-id'],
-    ['demo', 'x-webhook-timestamp'],
     ['demo', 'x-webhook-signature'],
     ['demo-std', 'webhook-timestamp'],
     ['demo-body', 'x-webhook-signature'],
@@ -245,6 +245,19 @@ describe('preflight', () => {
     expect(answer).toMatchObject({ status: 400, reason: 'missing_header' });
     expect(json(answer)).toEqual({ error: 'bad_request', message: `missing header: ${header}` });
     expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ [`${sourceId}|missing_header`]: 1 });
+  });
+
+  it("another scheme's complete headers are refused by verify like a bad signature (401), whatever the source", async () => {
+    // Without its timestamp an hmac-sha256 request is a complete hmac-sha256-body one: a 400 here
+    // and a 401 from demo-body would tell which ids are configured with which scheme.
+    const request = signed('demo', undefined, { headers: { 'x-webhook-timestamp': undefined } });
+    const { answer, rejection, registry } = await run('demo', request);
+    expect(rejection?.kind).toBe('signature_missing_header');
+    expect(answer).toMatchObject({ status: 401, reason: 'missing_header' });
+    expect(json(answer)).toEqual({ error: 'unauthorized' });
+    expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ 'demo|missing_header': 1 });
+    expect((await run('nobody', request)).answer).toMatchObject({ status: 401, body: answer.body });
+    expect((await run('demo-std', signed('demo'))).answer).toMatchObject({ status: 401, reason: 'missing_header', body: answer.body });
   });
 
   it('an empty required header counts as missing', async () => {
@@ -302,7 +315,7 @@ describe('preflight', () => {
     expect(answer).toMatchObject({ status: 400, reason: 'malformed_timestamp', body: '{"error":"bad_request"}' });
   });
 
-  it('answers a body read that ran over the limit or the in-flight budget, and nobody when the client left', async () => {
+  it('answers a body read that ran over the limit, the budget or a deadline, and nobody when the client left', async () => {
     const tooLarge = bodyRejection({ kind: 'too_large' })!;
     covered.add(tooLarge.kind);
     expect(rejectionAnswer(tooLarge)).toMatchObject({ status: 413, reason: 'body_too_large', closeConnection: true });
@@ -317,8 +330,25 @@ describe('preflight', () => {
     });
     expect(json(rejectionAnswer(overBudget))).toEqual({ error: 'unavailable' });
     const registry = new Registry();
-    countRejection(createIngressMetrics(registry), overBudget, 'demo');
-    expect(await counter(registry, 'webhook_overload_refusals_total')).toEqual({ inflight_body_bytes: 1 });
+    const metrics = createIngressMetrics(registry);
+    countRejection(metrics, overBudget, 'demo');
+
+    for (const [read, reason, status] of [
+      ['client_over_budget', 'client_body_bytes', 429],
+      ['idle_timeout', 'body_idle_timeout', 408],
+      ['timeout', 'body_timeout', 408],
+    ] as const) {
+      const refused = bodyRejection({ kind: read })!;
+      covered.add(refused.kind);
+      expect(rejectionAnswer(refused)).toMatchObject({ status, reason, closeConnection: true, retryAfter: status === 429 });
+      countRejection(metrics, refused, 'demo');
+    }
+    expect(await counter(registry, 'webhook_overload_refusals_total')).toEqual({
+      inflight_body_bytes: 1,
+      client_body_bytes: 1,
+      body_idle_timeout: 1,
+      body_timeout: 1,
+    });
 
     expect(bodyRejection({ kind: 'aborted' })).toBeUndefined();
   });
@@ -546,6 +576,9 @@ describe('the rejection table', () => {
     malformed_retry_header: [400, 'bad_request'],
     malformed_timestamp: [400, 'bad_request'],
     inflight_body_bytes: [503, 'unavailable'],
+    client_body_bytes: [429, 'too_many_requests'],
+    body_idle_timeout: [408, 'request_timeout'],
+    body_timeout: [408, 'request_timeout'],
     unknown_source: [401, 'unauthorized'],
     signature_missing_header: [401, 'unauthorized'],
     signature_malformed_timestamp: [400, 'bad_request'],

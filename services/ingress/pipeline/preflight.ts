@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { parseSignedTimestamp, SIGNATURE_HEADERS, TIMESTAMP_FORMS, type SignatureHeaderNames } from '#domain/signing/index.ts';
+import { parseSignedTimestamp, SIGNATURE_HEADERS, SIGNATURE_SCHEMES, TIMESTAMP_FORMS, type SignatureHeaderNames } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
 import type { Rejection } from './rejections.ts';
@@ -61,6 +61,7 @@ export interface Delivery {
   /** false: `source` is the directory's stand-in for an id nobody configured. */
   known: boolean;
   names: SignatureHeaderNames;
+  /** The source's own scheme's headers; '' when the request carries another scheme's (verify refuses it). */
   id: string;
   /** Absent for a scheme that signs no timestamp. */
   timestamp: string | undefined;
@@ -68,13 +69,14 @@ export interface Delivery {
   eventType: string | undefined;
   idempotencyKey: string | undefined;
   deliveryAttempt: number | undefined;
-  /** The Content-Length, at most bodyLimitBytes; taken from the body budget before a byte is read. */
-  declaredBytes: number | undefined;
 }
 
 const SHUTTING_DOWN: Rejection = { kind: 'shutting_down' };
 const BODY_TOO_LARGE: Rejection = { kind: 'body_too_large' };
 const INFLIGHT_BODY_BYTES: Rejection = { kind: 'inflight_body_bytes' };
+const CLIENT_BODY_BYTES: Rejection = { kind: 'client_body_bytes' };
+const BODY_IDLE_TIMEOUT: Rejection = { kind: 'body_idle_timeout' };
+const BODY_TIMEOUT: Rejection = { kind: 'body_timeout' };
 
 /**
  * Everything decided from the request line and headers alone, before a byte of the body is read
@@ -95,27 +97,18 @@ export function preflight(
   if (declaredBytes !== undefined && declaredBytes > limit) return BODY_TOO_LARGE;
   if (!isJsonContentType(headers)) return { kind: 'unsupported_media_type', bodyUnbounded };
 
+  // Everything up to here, and the signature headers' check, reads the request alone: the source's
+  // own scheme is consulted only after it, so no answer depends on which ids exist.
+  const headerProblem = signatureHeadersProblem(headers, bodyUnbounded) ?? malformedTimestamp(headers, bodyUnbounded);
+  if (headerProblem !== undefined) return headerProblem;
+
   const source = options.sources.lookup(sourceId);
   const names = SIGNATURE_HEADERS[source.scheme];
-  const id = idHeader(headers, names.id);
-  const timestamp = names.timestamp === undefined ? undefined : singleHeader(headers, names.timestamp);
-  const signature = singleHeader(headers, names.signature);
-  const problem =
-    requiredHeader(names.id, id, bodyUnbounded) ??
-    (names.timestamp === undefined ? undefined : requiredHeader(names.timestamp, timestamp!, bodyUnbounded)) ??
-    requiredHeader(names.signature, signature, bodyUnbounded);
-  if (problem !== undefined) return problem;
-  if (id.conflict) return { kind: 'event_id_headers_differ', header: names.id, alias: ID_HEADER_ALIASES[names.id]!, bodyUnbounded };
-  // A timestamp in none of the scheme's forms is a malformed request (400, seed 004), not a bad
-  // signature. Decided by the scheme alone, so an unknown source (the default scheme's stand-in)
-  // is answered as a configured source of that scheme would be.
-  if (names.timestamp !== undefined && parseSignedTimestamp(source.scheme, timestamp!.value!) === undefined)
-    return {
-      kind: 'malformed_timestamp',
-      header: names.timestamp,
-      forms: TIMESTAMP_FORMS[source.scheme].includes('iso') ? 'unix seconds or an ISO-8601 time with Z or an offset' : 'unix seconds',
-      bodyUnbounded,
-    };
+  // A complete set of another scheme's headers: verify refuses it (missing_header, 401) after the
+  // body is read, exactly as an unknown id is refused.
+  const id = idHeader(headers, names.id).value ?? '';
+  const timestamp = names.timestamp === undefined ? undefined : (singleHeader(headers, names.timestamp).value ?? '');
+  const signature = singleHeader(headers, names.signature).value ?? '';
 
   const eventType = singleHeader(headers, OPTIONAL_HEADERS.eventType);
   const idempotencyKey = singleHeader(headers, OPTIONAL_HEADERS.idempotencyKey);
@@ -128,14 +121,12 @@ export function preflight(
     source,
     known: source !== options.sources.unknown,
     names,
-    // requiredHeader refused an absent or empty id, timestamp or signature.
-    id: id.value!,
-    timestamp: timestamp?.value,
-    signature: signature.value!,
+    id,
+    timestamp,
+    signature,
     eventType: eventType.value,
     idempotencyKey: idempotencyKey.value,
     deliveryAttempt: retry.value === undefined ? undefined : Number(retry.value),
-    declaredBytes,
   };
 }
 
@@ -143,12 +134,62 @@ export function preflight(
 export function bodyRejection(read: Exclude<BodyResult, { kind: 'ok' }>): Rejection | undefined {
   if (read.kind === 'too_large') return BODY_TOO_LARGE;
   if (read.kind === 'over_budget') return INFLIGHT_BODY_BYTES;
+  if (read.kind === 'client_over_budget') return CLIENT_BODY_BYTES;
+  if (read.kind === 'idle_timeout') return BODY_IDLE_TIMEOUT;
+  if (read.kind === 'timeout') return BODY_TIMEOUT;
   return undefined;
 }
 
-function requiredHeader(name: string, header: HeaderResult, bodyUnbounded: boolean): Rejection | undefined {
-  if (header.ok && header.value !== undefined && header.value !== '') return undefined;
-  return { kind: header.ok ? 'missing_header' : 'repeated_header', header: name, bodyUnbounded };
+// Every header a scheme signs with, and the id's alias: a repeat of any of them is refused
+// whatever the source's scheme.
+const SIGNATURE_HEADER_NAMES: readonly string[] = [
+  ...new Set(SIGNATURE_SCHEMES.flatMap((scheme) => Object.values(SIGNATURE_HEADERS[scheme]) as string[])),
+  ...Object.values(ID_HEADER_ALIASES),
+];
+
+/**
+ * 400 when the request carries no complete set of any scheme's required headers, or repeats one of
+ * them, or sends both id spellings with different values. It looks at no source: a request that
+ * passes carries a complete set of some scheme, and a source of another scheme refuses it in verify
+ * like a bad signature. The header named missing is the first one absent from the scheme the
+ * request came closest to (fewest missing; ties in SIGNATURE_SCHEMES order).
+ */
+function signatureHeadersProblem(headers: RequestHeaders, bodyUnbounded: boolean): Rejection | undefined {
+  for (const name of SIGNATURE_HEADER_NAMES) {
+    if (!singleHeader(headers, name).ok) return { kind: 'repeated_header', header: name, bodyUnbounded };
+  }
+  for (const [name, alias] of Object.entries(ID_HEADER_ALIASES)) {
+    if (idHeader(headers, name).conflict) return { kind: 'event_id_headers_differ', header: name, alias, bodyUnbounded };
+  }
+  let closest: string[] | undefined;
+  for (const scheme of SIGNATURE_SCHEMES) {
+    const names = SIGNATURE_HEADERS[scheme];
+    const required = [names.id, ...(names.timestamp === undefined ? [] : [names.timestamp]), names.signature];
+    const missing = required.filter((name) => !present(name === names.id ? idHeader(headers, name) : singleHeader(headers, name)));
+    if (missing.length === 0) return undefined;
+    if (closest === undefined || missing.length < closest.length) closest = missing;
+  }
+  return { kind: 'missing_header', header: closest![0]!, bodyUnbounded };
+}
+
+/**
+ * A timestamp header in none of its scheme's forms is a malformed request (400, seed 004), not a bad
+ * signature. Judged by the header's name, not by the source, so an unknown id gets the same answer.
+ */
+function malformedTimestamp(headers: RequestHeaders, bodyUnbounded: boolean): Rejection | undefined {
+  for (const scheme of SIGNATURE_SCHEMES) {
+    const name = SIGNATURE_HEADERS[scheme].timestamp;
+    if (name === undefined) continue;
+    const value = singleHeader(headers, name).value;
+    if (value === undefined || value === '' || parseSignedTimestamp(scheme, value) !== undefined) continue;
+    const forms = TIMESTAMP_FORMS[scheme].includes('iso') ? 'unix seconds or an ISO-8601 time with Z or an offset' : 'unix seconds';
+    return { kind: 'malformed_timestamp', header: name, forms, bodyUnbounded };
+  }
+  return undefined;
+}
+
+function present(header: HeaderResult): boolean {
+  return header.value !== undefined && header.value !== '';
 }
 
 /** The id header, or its alias; `conflict` when both are sent with different values. */

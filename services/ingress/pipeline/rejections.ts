@@ -41,6 +41,9 @@ export type Rejection =
   | ({ kind: 'malformed_retry_header'; header: string } & BeforeBody)
   | ({ kind: 'malformed_timestamp'; header: string; forms: string } & BeforeBody)
   | { kind: 'inflight_body_bytes' }
+  | { kind: 'client_body_bytes' }
+  | { kind: 'body_idle_timeout' }
+  | { kind: 'body_timeout' }
   // verify
   | { kind: 'unknown_source' }
   | Plain<SignatureRejectionKind>
@@ -83,6 +86,7 @@ export interface RejectionAnswer<R extends Rejection = Rejection> {
 
 const UNAUTHORIZED = { status: 401, code: 'unauthorized', signatureFailure: true } as const;
 const UNAVAILABLE = { status: 503, code: 'unavailable', retryAfter: true } as const;
+const REQUEST_TIMEOUT = { status: 408, code: 'request_timeout', closeConnection: true, overload: true } as const;
 
 /**
  * kind -> how it is answered. The caller learns only the status and the body: which check of the
@@ -128,6 +132,18 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
     signatureFailure: true,
   },
   inflight_body_bytes: { ...UNAVAILABLE, reason: 'inflight_body_bytes', closeConnection: true, overload: true },
+  // One client address holds its whole share of the budget: its own doing, so 429 rather than 503.
+  client_body_bytes: {
+    status: 429,
+    reason: 'client_body_bytes',
+    code: 'too_many_requests',
+    retryAfter: true,
+    closeConnection: true,
+    overload: true,
+  },
+  // A body that stopped arriving, or arrives too slowly to finish in time (slowloris).
+  body_idle_timeout: { ...REQUEST_TIMEOUT, reason: 'body_idle_timeout' },
+  body_timeout: { ...REQUEST_TIMEOUT, reason: 'body_timeout' },
 
   unknown_source: { ...UNAUTHORIZED, reason: 'unknown_source' },
   signature_missing_header: { ...UNAUTHORIZED, reason: 'missing_header' },

@@ -1,4 +1,4 @@
-import { eventFingerprint, parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
+import { eventFingerprint, storedBodyFingerprint, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { formatMicros } from '#domain/contract/occurred-at.ts';
 import type { ApplyOutcome, ParsedEvent } from './types.ts';
 
@@ -20,16 +20,16 @@ export interface KnownInboxRow {
  */
 export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): boolean {
   if (known.bodySha256 === event.bodySha256) return true;
-  const envelope = known.envelope ?? parsedPayload(known.payload);
-  const knownFingerprint = envelope === undefined ? known.fingerprint : eventFingerprint(envelope);
+  // A stored body is fingerprinted from its JSON, not re-checked against today's contract: one an
+  // earlier release accepted must still match its redelivery.
+  const knownFingerprint =
+    known.envelope !== undefined
+      ? eventFingerprint(known.envelope)
+      : known.payload !== undefined
+        ? storedBodyFingerprint(known.payload)
+        : known.fingerprint;
   // A row that can no longer be compared (no body, no fingerprint) is reported as an anomaly, not guessed.
   return knownFingerprint !== undefined && knownFingerprint === eventFingerprint(event.envelope);
-}
-
-function parsedPayload(payload: string | undefined): ReceivedEnvelope | undefined {
-  if (payload === undefined) return undefined;
-  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
-  return parsed.ok ? parsed.envelope : undefined;
 }
 
 export interface KnownState {

@@ -26,11 +26,25 @@ describe('bodyFingerprint (kept when a body is pruned)', () => {
 
   it.each([
     ['not JSON', 'not json {'],
-    ['not an envelope', '{"hello":"world"}'],
-    ['an unknown event_version', JSON.stringify({ ...event, event_version: 2 })],
-    ['a duplicate key', body.replace('{', '{"event_id":"evt_other",')],
+    ['a JSON array', '[1,2]'],
+    ['a JSON string', '"evt_1"'],
   ])('is null for %s (the row then counts as unknown content)', (_what, text) => {
     expect(bodyFingerprint(text)).toBeNull();
+  });
+
+  it("is kept for a body an earlier contract accepted and today's refuses, and matches its redelivery", () => {
+    // Attempts counted from 0: today's envelope refuses it, its redelivery (attempt 2) parses.
+    const earlier = JSON.stringify({ ...event, delivery_attempt: 0 });
+    expect(parseEvent(Buffer.from(earlier)).ok).toBe(false);
+    const redelivery = parseEvent(Buffer.from(JSON.stringify({ ...event, delivery_attempt: 2 }, null, 1)));
+    if (!redelivery.ok) throw new Error('sample must parse');
+    expect(bodyFingerprint(earlier)).toBe(eventFingerprint(redelivery.envelope));
+    const parsed = { envelope: redelivery.envelope, bodySha256: redelivery.bodySha256 } as Parameters<typeof sameEventContent>[1];
+    // Pruned (the fingerprint kept) or not yet (the body kept): the same event either way.
+    expect(sameEventContent({ bodySha256: 'x', status: 'applied', fingerprint: bodyFingerprint(earlier)! }, parsed)).toBe(true);
+    expect(sameEventContent({ bodySha256: 'x', status: 'applied', payload: earlier }, parsed)).toBe(true);
+    const other = JSON.stringify({ ...event, delivery_attempt: 0, data: { ...event.data, name: 'Other' } });
+    expect(sameEventContent({ bodySha256: 'x', status: 'applied', payload: other }, parsed)).toBe(false);
   });
 
   it('is what deduplication compares a later redelivery with, once the body is gone', () => {

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { eventFingerprint, parseEvent } from '#domain/contract/index.ts';
+import { storedBodyFingerprint } from '#domain/contract/index.ts';
 import { retentionCutoffs, type RetentionCutoffs, type RetentionSettings } from './config.ts';
 import { commit, rollback } from '#domain/store/session.ts';
 import * as store from '#domain/store/retention.ts';
@@ -66,11 +66,11 @@ export interface RetentionPrunerOptions {
 
 /**
  * The envelope fingerprint kept when a body is pruned (what deduplication compares a later
- * redelivery with: shared/domain/apply/decide.ts sameEventContent); null when the body does not parse.
+ * redelivery with: shared/domain/apply/decide.ts sameEventContent). From the JSON alone, not
+ * today's contract: a body an earlier release accepted still gets one. null: not a JSON object.
  */
 export function bodyFingerprint(payload: string): string | null {
-  const parsed = parseEvent(Buffer.from(payload, 'utf8'));
-  return parsed.ok ? eventFingerprint(parsed.envelope) : null;
+  return storedBodyFingerprint(payload) ?? null;
 }
 
 interface Step {

@@ -22,8 +22,9 @@ describe('webhook sources configuration', () => {
     const sources = loadSources('infra/dev-sources.json', {
       DEMO_SECRET: hmacSecret,
       DEMO_STD_SECRET: stdSecret,
-      DEMO_BODY_SECRET: hmacSecret,
-      DEMO_TIME_SECRET: hmacSecret,
+      DEMO_BODY_SECRET: `${hmacSecret}-body`,
+      DEMO_STRICT_SECRET: `${hmacSecret}-strict`,
+      DEMO_TIME_SECRET: `${hmacSecret}-time`,
     });
     expect(sources.map((s) => [s.id, s.scheme, s.tenants])).toEqual([
       ['demo', 'hmac-sha256', ['tenant_acme']],
@@ -81,6 +82,45 @@ describe('webhook sources configuration', () => {
         /retireAfter/,
       );
     }
+  });
+
+  it('refuses two sources that share a secret, naming both and never the value (a request would replay across them)', () => {
+    const file = parseSourcesFile({
+      sources: [
+        { id: 'a', secrets: [{ id: 'a1', env: 'A_SECRET' }], tenants: ['t'] },
+        // The same key in Standard Webhooks form (base64 of the same bytes) is the same key.
+        { id: 'b', scheme: 'standard-webhooks', secrets: [{ id: 'b1', env: 'B_SECRET' }], tenants: ['t'] },
+        {
+          id: 'c',
+          secrets: [
+            { id: 'c1', env: 'C_SECRET' },
+            { id: 'c2', env: 'A_SECRET' },
+          ],
+          tenants: ['t'],
+        },
+      ],
+    });
+    const env = { A_SECRET: hmacSecret, B_SECRET: `whsec_${Buffer.from(hmacSecret).toString('base64')}`, C_SECRET: `${hmacSecret}-c` };
+    const found = problems(() => resolveSources(file, { env }));
+    expect(found).toEqual([
+      'source "b" secret "b1" has the same value as source "a" secret "a1": a request signed for one would verify for the other; give each source a secret of its own',
+      'source "c" secret "c2" has the same value as source "a" secret "a1": a request signed for one would verify for the other; give each source a secret of its own',
+    ]);
+    expect(found.join('\n')).not.toContain(hmacSecret);
+    // One source may list the same value under two ids (a rotation written in two steps): nothing to replay across.
+    const rotating = parseSourcesFile({
+      sources: [
+        {
+          id: 'r',
+          secrets: [
+            { id: 'r1', env: 'A_SECRET' },
+            { id: 'r2', env: 'A_SECRET' },
+          ],
+          tenants: ['t'],
+        },
+      ],
+    });
+    expect(resolveSources(rotating, { env }).map((s) => s.secrets.length)).toEqual([2]);
   });
 
   it('defaults the scheme to hmac-sha256 and the tolerance to 300 s', () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { RESOURCE_TYPE_PATTERN } from '#domain/contract/index.ts';
-import { decodeStandardSecret, SIGNATURE_SCHEMES } from '#domain/signing/index.ts';
+import { decodeStandardSecret, SIGNATURE_SCHEMES, signingKey } from '#domain/signing/index.ts';
 import type { SignatureScheme, SigningSecret } from '#domain/signing/index.ts';
 import { loadStrictSchema, type StrictSchema } from './strict-schemas.ts';
 
@@ -260,8 +260,36 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
       ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}),
     };
   });
+  problems.push(...sharedSecretProblems(sources));
   if (problems.length > 0) throw new SourcesConfigError(problems);
   return sources;
+}
+
+/**
+ * The signed content of hmac-sha256 names no source, so a request signed for one source verifies
+ * for every other source holding the same key: a capture could be replayed across them. Each
+ * source must have keys of its own (compared as key bytes, so a standard-webhooks secret and the
+ * same key written another way are caught too). The message names the secrets, never their values.
+ */
+function sharedSecretProblems(sources: readonly WebhookSource[]): string[] {
+  const owners = new Map<string, { source: string; secret: string }>();
+  const problems: string[] = [];
+  for (const source of sources) {
+    const own = new Set<string>();
+    for (const secret of source.secrets) {
+      const key = signingKey(source.scheme, secret.value).toString('base64');
+      if (own.has(key)) continue;
+      own.add(key);
+      const first = owners.get(key);
+      if (first === undefined) owners.set(key, { source: source.id, secret: secret.id });
+      else
+        problems.push(
+          `source "${source.id}" secret "${secret.id}" has the same value as source "${first.source}" secret "${first.secret}": ` +
+            'a request signed for one would verify for the other; give each source a secret of its own',
+        );
+    }
+  }
+  return problems;
 }
 
 function secretProblem(scheme: SignatureScheme, value: string): string | undefined {
