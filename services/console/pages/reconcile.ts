@@ -2,6 +2,7 @@
 // would happen), then "reconcile now". The same on-demand reconciler as `bridge reconcile`.
 import type { ReconcileReport } from '#domain/reconcile/index.ts';
 import { html, query, type SafeHtml } from '../html.ts';
+import { redactJson } from '../redact.ts';
 import { page, type PageContext } from './layout.ts';
 
 /** Whether the resource page may offer Reconcile for a tenant and type, and if not, why. */
@@ -110,7 +111,7 @@ function reportFacts(report: ReconcileReport, dryRun: boolean): SafeHtml {
     ${
       report.fetched?.data !== undefined
         ? html`<h2>Fetched data</h2>
-            <pre tabindex="0" data-testid="reconcile-data">${JSON.stringify(report.fetched.data, null, 2)}</pre>`
+            <pre tabindex="0" data-testid="reconcile-data">${JSON.stringify(redactJson(report.fetched.data), null, 2)}</pre>`
         : ''
     }`;
 }
