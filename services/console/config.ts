@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
-import { databaseEnv, kafkaEnv, logEnv, parseConfig, portSchema, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
+import { ConfigError, databaseEnv, kafkaEnv, logEnv, parseConfig, portSchema, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { topicNames, type TopicNames } from '#plumbing/kafka/topics.ts';
 
 const consoleEnv = z
@@ -16,6 +16,14 @@ const consoleEnv = z
     INGRESS_ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
     /** The sources file (as the worker's and the CLI's): the resource page's Reconcile uses its `reconcile` settings. */
     WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
+    /** Host names (besides the loopback ones) a browser may use to reach the console: a DNS-rebinding guard. */
+    CONSOLE_ALLOWED_HOSTS: z.string().default(''),
+    /** Sign-in to read as well as to act; unset: on whenever CONSOLE_HOST is not a loopback address. */
+    CONSOLE_SIGN_IN_TO_READ: z.stringbool().optional(),
+    /** Browsers reach the console over HTTPS (a TLS proxy in front): Secure cookie, https Origin. */
+    CONSOLE_HTTPS: z.stringbool().default(false),
+    /** Set by infra/dev.env: the public dev operator token is accepted (on loopback only). */
+    CONSOLE_DEV: z.stringbool().default(false),
   })
   .and(kafkaEnv)
   .and(databaseEnv)
@@ -37,10 +45,38 @@ export interface ConsoleConfig {
   logBufferBytes?: number;
   /** WEBHOOK_SOURCES_FILE; unset: no Reconcile on the resource page (it says why). */
   sourcesFile?: string | undefined;
+  /** Host names a request may name besides the loopback ones (CONSOLE_ALLOWED_HOSTS). */
+  allowedHosts?: string[];
+  /** Reading needs a signed-in operator too (default: when not on loopback). */
+  signInToRead?: boolean;
+  /** Served over HTTPS by a proxy in front (CONSOLE_HTTPS). */
+  https?: boolean;
+}
+
+/** The public token infra/dev.env gives `npm start`: anyone can read it in the repository. */
+export const PUBLIC_DEV_OPERATOR_TOKEN = 'dev-operator-token-change-me';
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
+
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK_HOSTS.has(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
 export function consoleConfigFrom(env: Record<string, string | undefined>): ConsoleConfig {
   const c = parseConfig(consoleEnv, env);
+  const loopback = isLoopbackHost(c.CONSOLE_HOST);
+  const signInToRead = c.CONSOLE_SIGN_IN_TO_READ ?? !loopback;
+  const problems: string[] = [];
+  // Anyone who has read the repository knows the dev token: it opens a console on this machine only.
+  if (c.CONSOLE_OPERATOR_TOKEN === PUBLIC_DEV_OPERATOR_TOKEN && !(loopback && c.CONSOLE_DEV))
+    problems.push(
+      'CONSOLE_OPERATOR_TOKEN is the public dev token from infra/dev.env: it is accepted only with CONSOLE_DEV=true on a loopback CONSOLE_HOST; set a token of your own',
+    );
+  if (signInToRead && c.CONSOLE_OPERATOR_TOKEN === undefined)
+    problems.push(
+      `CONSOLE_HOST ${c.CONSOLE_HOST} is not loopback, so reading needs a sign-in: set CONSOLE_OPERATOR_TOKEN (or CONSOLE_SIGN_IN_TO_READ=false to leave the pages open)`,
+    );
+  if (problems.length > 0) throw new ConfigError(problems);
   return {
     port: c.CONSOLE_PORT,
     host: c.CONSOLE_HOST,
@@ -54,5 +90,10 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     logLevel: c.LOG_LEVEL,
     logBufferBytes: c.LOG_BUFFER_BYTES,
     sourcesFile: c.WEBHOOK_SOURCES_FILE,
+    allowedHosts: c.CONSOLE_ALLOWED_HOSTS.split(',')
+      .map((h) => h.trim())
+      .filter((h) => h !== ''),
+    signInToRead,
+    https: c.CONSOLE_HTTPS,
   };
 }

@@ -25,7 +25,18 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import type { ConsoleConfig } from './config.ts';
-import { isRefusal, OperatorGuard, SESSION_COOKIE, sessionIdFrom, type Session } from './guard.ts';
+import { query } from './html.ts';
+import {
+  allowedHostNames,
+  hostNameOf,
+  isRefusal,
+  OperatorGuard,
+  safeNextPath,
+  SESSION_COOKIE,
+  sessionIdFrom,
+  SignInThrottle,
+  type Session,
+} from './guard.ts';
 import { dlqListPage, dlqRecordPage, parseFilter, replayPreviewPage, replayResultPage, type DlqFilterText } from './pages/dlq.ts';
 import type { PageContext } from './pages/layout.ts';
 import { overviewPage } from './pages/overview.ts';
@@ -147,10 +158,30 @@ export async function startConsole(
   const owned = deps.clients ? undefined : createClients(config, logger);
   const clients = deps.clients ?? owned!;
   const guard = new OperatorGuard(config.operatorToken);
+  const throttle = new SignInThrottle();
+  // Expired sessions and forgotten sign-in failures leave memory even when nobody signs in.
+  const sweeper = setInterval(() => {
+    guard.sweep();
+    throttle.sweep();
+  }, 60_000);
+  sweeper.unref();
+  const hostNames = allowedHostNames(config.host, config.allowedHosts ?? []);
+  const signInToRead = config.signInToRead ?? false;
+  const scheme = config.https ? 'https' : 'http';
   const reconcile = reconcileSetup(config, clients, deps.env ?? process.env);
   if (!reconcile.ok) logger.info({ reason: reconcile.why }, 'reconcile from the resource page is unavailable');
   const app = express();
   app.disable('x-powered-by');
+  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  app.use((req, res, next) => {
+    const name = hostNameOf(req.headers.host);
+    if (name === undefined) return void res.status(400).type('text').send('a Host header is required\n');
+    if (!hostNames.has(name)) {
+      logger.warn({ host: req.headers.host, path: req.path }, 'request for a host this console is not known by: refused');
+      return void res.status(421).type('text').send(`this console does not answer to the host name ${name} (CONSOLE_ALLOWED_HOSTS)\n`);
+    }
+    next();
+  });
   app.use(express.urlencoded({ extended: false, limit: '256kb' }));
   app.use((_req, res, next) => {
     // Pages carry only this console's own script; nothing may frame them (clickjacking an action).
@@ -165,7 +196,7 @@ export async function startConsole(
   });
 
   // The origin the browser used to reach this page: a POST must come from it (an Origin check).
-  const ownOrigin = (req: Request) => `http://${req.headers.host ?? ''}`;
+  const ownOrigin = (req: Request) => `${scheme}://${req.headers.host ?? ''}`;
   const sessionOf = (req: Request): Session | undefined => guard.session(sessionIdFrom(req.headers.cookie));
   const ctxOf = (req: Request): PageContext => {
     const s = sessionOf(req);
@@ -194,7 +225,12 @@ export async function startConsole(
     res.sendFile(file, { maxAge: 60_000 });
   });
 
-  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  // Reading needs a session too when the console is reachable beyond this machine (or so configured).
+  app.use((req, res, next) => {
+    if (!signInToRead || req.method !== 'GET' || req.path === '/sign-in' || req.path.startsWith('/assets/')) return next();
+    if (sessionOf(req)) return next();
+    res.redirect(303, `/sign-in${query({ next: req.originalUrl })}`);
+  });
 
   app.get(
     '/',
@@ -260,19 +296,32 @@ export async function startConsole(
 
   app.post('/sign-in', (req, res) => {
     const body = req.body as Record<string, unknown>;
+    const address = req.socket.remoteAddress ?? '';
+    const wait = throttle.retryAfterSeconds(address);
+    if (wait > 0) {
+      logger.warn({ action: 'sign-in', operator: text(body.operator), address, refused: 'throttled' }, 'console sign-in refused');
+      res.set('retry-after', String(wait));
+      return send(res, signInPage(ctxOf(req), `Too many failed sign-ins from your address: try again in ${wait} s.`), 429);
+    }
     // A sign-in from another site would plant its own session (login CSRF): same origin only.
     const origin_ = guard.actionsEnabled ? checkSameOrigin(originOf(req), ownOrigin(req)) : undefined;
     if (origin_) return send(res, signInPage(ctxOf(req), origin_), 403);
     const result = guard.signIn(text(body.operator) ?? '', text(body.token) ?? '');
     if (isRefusal(result)) {
-      logger.warn({ action: 'sign-in', operator: text(body.operator), refused: result.reason }, 'console sign-in refused');
+      if (result.status === 401) throttle.failed(address);
+      logger.warn({ action: 'sign-in', operator: text(body.operator), address, refused: result.reason }, 'console sign-in refused');
       return send(res, signInPage(ctxOf(req), result.reason), result.status);
     }
     logger.info({ action: 'sign-in', operator: result.operator }, 'operator signed in');
-    const next = text(body.next);
-    res.cookie(SESSION_COOKIE, result.id, { httpOnly: true, sameSite: 'strict', path: '/', maxAge: 8 * 3600 * 1000 });
+    res.cookie(SESSION_COOKIE, result.id, {
+      httpOnly: true,
+      sameSite: 'strict',
+      path: '/',
+      maxAge: 8 * 3600 * 1000,
+      secure: config.https ?? false,
+    });
     // Only a path on this console: never an open redirect.
-    res.redirect(303, next && /^\/[a-z/]*$/.test(next) ? next : '/');
+    res.redirect(303, safeNextPath(text(body.next)));
   });
   const checkSameOrigin = (given: string | undefined, origin: string): string | undefined => {
     if (!given) return 'no Origin header: refused';
@@ -289,7 +338,7 @@ export async function startConsole(
       guard.signOut(session.id);
       logger.info({ action: 'sign-out', operator: session.operator }, 'operator signed out');
     }
-    res.clearCookie(SESSION_COOKIE, { path: '/' });
+    res.clearCookie(SESSION_COOKIE, { path: '/', secure: config.https ?? false });
     res.redirect(303, '/');
   });
 
@@ -424,11 +473,20 @@ export async function startConsole(
   const port = (server.address() as AddressInfo).port;
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${hostForUrl === '0.0.0.0' ? '127.0.0.1' : hostForUrl}:${port}`;
-  logger.info({ url, actions: guard.actionsEnabled ? 'enabled' : 'disabled (no CONSOLE_OPERATOR_TOKEN)' }, 'console listening');
+  logger.info(
+    {
+      url,
+      actions: guard.actionsEnabled ? 'enabled' : 'disabled (no CONSOLE_OPERATOR_TOKEN)',
+      sign_in_to_read: signInToRead,
+      host_names: [...hostNames],
+    },
+    'console listening',
+  );
   return {
     url,
     port,
     close: async () => {
+      clearInterval(sweeper);
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       if (reconcile.ok) await reconcile.reconciler.close();

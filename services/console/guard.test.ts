@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { checkOrigin, isRefusal, OperatorGuard, sessionIdFrom, SESSION_COOKIE, tokensEqual } from './guard.ts';
+import {
+  allowedHostNames,
+  checkOrigin,
+  hostNameOf,
+  isRefusal,
+  OperatorGuard,
+  safeNextPath,
+  sessionIdFrom,
+  SESSION_COOKIE,
+  SignInThrottle,
+  tokensEqual,
+} from './guard.ts';
 
 const TOKEN = 'operator-token-0123456789';
 const ORIGIN = 'http://127.0.0.1:9470';
@@ -60,5 +71,81 @@ describe('OperatorGuard', () => {
     expect(tokensEqual('a', 'ab')).toBe(false);
     expect(checkOrigin('http://127.0.0.1:9470/dlq', ORIGIN)).toBeUndefined();
     expect(checkOrigin('not a url', ORIGIN)).toMatchObject({ status: 403 });
+  });
+});
+
+describe('sessions and sign-in attempts do not pile up', () => {
+  it('sweeps expired sessions', () => {
+    let now = 0;
+    const guard = new OperatorGuard(TOKEN, () => now);
+    for (let i = 0; i < 3; i += 1) signedIn(guard);
+    expect(guard.sessionCount).toBe(3);
+    now += 8 * 60 * 60 * 1000 + 1;
+    guard.sweep();
+    expect(guard.sessionCount).toBe(0);
+    signedIn(guard);
+    now += 8 * 60 * 60 * 1000 + 1;
+    // A sign-in sweeps too.
+    signedIn(guard);
+    expect(guard.sessionCount).toBe(1);
+  });
+
+  it('throttles an address after its failures and lets it try again once they age out', () => {
+    let now = 1_000_000;
+    const throttle = new SignInThrottle(3, 60_000, () => now, 2);
+    for (let i = 0; i < 3; i += 1) {
+      expect(throttle.retryAfterSeconds('a')).toBe(0);
+      throttle.failed('a');
+      now += 1000;
+    }
+    expect(throttle.retryAfterSeconds('a')).toBe(57);
+    expect(throttle.retryAfterSeconds('b')).toBe(0);
+    now += 57_000;
+    expect(throttle.retryAfterSeconds('a')).toBe(0);
+    // Bounded: the oldest address is forgotten first.
+    throttle.failed('b');
+    throttle.failed('c');
+    throttle.failed('d');
+    expect(throttle.trackedAddresses).toBe(2);
+    now += 61_000;
+    throttle.sweep();
+    expect(throttle.trackedAddresses).toBe(0);
+  });
+});
+
+describe('safeNextPath', () => {
+  it.each([
+    '//evil.example/x',
+    '/\\evil.example',
+    '\\\\evil.example',
+    'https://evil.example/',
+    'http:evil.example',
+    '/\t/evil.example',
+    '/\n/evil.example',
+    '/.//evil.example',
+    '/%2e//evil.example',
+    '%2F%2Fevil.example',
+    'javascript:alert(1)',
+    '',
+  ])('%j goes to /', (next) => {
+    expect(safeNextPath(next)).toBe('/');
+  });
+
+  it('keeps a path of this console with its query', () => {
+    expect(safeNextPath('/dlq?tenant=t1&reason=x')).toBe('/dlq?tenant=t1&reason=x');
+    expect(safeNextPath('/%2F%2Fevil.example')).toBe('/%2F%2Fevil.example');
+  });
+});
+
+describe('allowedHostNames / hostNameOf', () => {
+  it('loopback names, the bound name and the configured ones; ports do not matter', () => {
+    const names = allowedHostNames('0.0.0.0', ['Console.Example.com']);
+    expect([...names].sort()).toEqual(['127.0.0.1', '::1', 'console.example.com', 'localhost']);
+    expect(names.has(hostNameOf('console.example.com:9470')!)).toBe(true);
+    expect(names.has(hostNameOf('[::1]:9470')!)).toBe(true);
+    expect(names.has(hostNameOf('evil.example:9470')!)).toBe(false);
+    expect(allowedHostNames('10.0.0.5', []).has('10.0.0.5')).toBe(true);
+    expect(hostNameOf(undefined)).toBeUndefined();
+    expect(hostNameOf('bad host')).toBeUndefined();
   });
 });

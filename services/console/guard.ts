@@ -39,7 +39,19 @@ export class OperatorGuard {
     return this.token !== undefined && this.token !== '';
   }
 
+  /** Sessions held now (expired ones are swept at each sign-in and by sweep()). */
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  /** Drops every expired session: an abandoned session must not stay in memory for the process's life. */
+  sweep(): void {
+    const now = this.now();
+    for (const [id, s] of this.sessions) if (s.expiresAt <= now) this.sessions.delete(id);
+  }
+
   signIn(operator: string, token: string): Session | GuardRefusal {
+    this.sweep();
     if (!this.actionsEnabled) return { ok: false, status: 403, reason: 'actions are disabled: CONSOLE_OPERATOR_TOKEN is not set' };
     const name = operator.trim();
     if (!/^[\w .@-]{1,64}$/.test(name)) return { ok: false, status: 401, reason: 'give your name (letters, digits, . @ - _ and spaces)' };
@@ -88,6 +100,53 @@ export class OperatorGuard {
   }
 }
 
+/**
+ * Failed sign-ins per client address: after `limit` failures within `windowMs`, that address is
+ * refused (429) until its oldest failure leaves the window, so guessing the token from one address
+ * is slow. Addresses are forgotten when their failures are; at most `maxAddresses` are tracked
+ * (the oldest forgotten first) so a flood of addresses cannot grow memory without bound.
+ */
+export class SignInThrottle {
+  private readonly failures = new Map<string, number[]>();
+  constructor(
+    private readonly limit = 5,
+    private readonly windowMs = 5 * 60 * 1000,
+    private readonly now: () => number = Date.now,
+    private readonly maxAddresses = 10_000,
+  ) {}
+
+  private recent(address: string): number[] {
+    const since = this.now() - this.windowMs;
+    const kept = (this.failures.get(address) ?? []).filter((t) => t > since);
+    if (kept.length === 0) this.failures.delete(address);
+    else this.failures.set(address, kept);
+    return kept;
+  }
+
+  /** Seconds to wait before this address may try again; 0 when it may try now. */
+  retryAfterSeconds(address: string): number {
+    const recent = this.recent(address);
+    if (recent.length < this.limit) return 0;
+    return Math.max(1, Math.ceil((recent[recent.length - this.limit]! + this.windowMs - this.now()) / 1000));
+  }
+
+  failed(address: string): void {
+    const recent = this.recent(address);
+    this.failures.delete(address);
+    this.failures.set(address, [...recent, this.now()]);
+    while (this.failures.size > this.maxAddresses) this.failures.delete(this.failures.keys().next().value!);
+  }
+
+  /** Forgets addresses with no failure left in the window. */
+  sweep(): void {
+    for (const address of [...this.failures.keys()]) this.recent(address);
+  }
+
+  get trackedAddresses(): number {
+    return this.failures.size;
+  }
+}
+
 /** A browser sends Origin on every POST (Referer as a fallback); one from elsewhere is refused. */
 export function checkOrigin(origin: string | undefined, expected: string): GuardRefusal | undefined {
   if (origin === undefined || origin === '') return { ok: false, status: 403, reason: 'no Origin header: refused' };
@@ -112,4 +171,49 @@ export function sessionIdFrom(cookieHeader: string | undefined): string | undefi
     if (name === SESSION_COOKIE) return rest.join('=');
   }
   return undefined;
+}
+
+/**
+ * Where to go after signing in: a path on this console, never another site. A `next` that the URL
+ * parser would resolve elsewhere (`//host`, `/\host`, `https:`, a tab or newline inside `//`) or to a
+ * path starting with `//` (which a browser reads as another host) gives `/`.
+ */
+export function safeNextPath(next: string | undefined): string {
+  if (!next || !next.startsWith('/') || next.startsWith('//') || next.includes('\\')) return '/';
+  const base = 'http://console.invalid';
+  let url: URL;
+  try {
+    url = new URL(next, base);
+  } catch {
+    return '/';
+  }
+  if (url.origin !== base || url.pathname.startsWith('//')) return '/';
+  return `${url.pathname}${url.search}${url.hash}`;
+}
+
+/** The host name of a Host header (no port, lower case, IPv6 without brackets); undefined when unreadable. */
+export function hostNameOf(hostHeader: string | undefined): string | undefined {
+  if (!hostHeader) return undefined;
+  try {
+    const name = new URL(`http://${hostHeader}`).hostname.toLowerCase();
+    return name.startsWith('[') ? name.slice(1, -1) : name;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The Host names a request may carry. A page on another site can point a name of its own at this
+ * console's address (DNS rebinding) and read it same-origin; its requests still carry that name as
+ * Host, so only the names the console is known by are answered.
+ */
+export function allowedHostNames(bindHost: string, configured: readonly string[]): Set<string> {
+  const names = new Set(['localhost', '127.0.0.1', '::1']);
+  const bind = hostNameOf(bindHost.includes(':') && !bindHost.startsWith('[') ? `[${bindHost}]` : bindHost);
+  if (bind && bind !== '0.0.0.0' && bind !== '::') names.add(bind);
+  for (const h of configured) {
+    const name = hostNameOf(h);
+    if (name) names.add(name);
+  }
+  return names;
 }

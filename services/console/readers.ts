@@ -25,6 +25,7 @@ import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { ConsoleConfig } from './config.ts';
 import { fetchIngressAnswers } from './ingress-answers.ts';
+import { redactedJsonText, redactJson } from './redact.ts';
 
 export type Part<T> = { ok: true; value: T } | { ok: false; problem: string };
 
@@ -109,8 +110,14 @@ export async function waitForInboxOutcome(
 export async function loadResource(clients: ConsoleClients, resource: ResourceRef): Promise<ResourceView> {
   const key = `${resource.tenant_id}/${resource.resource_type}/${resource.resource_id}`;
   const [trace, applied] = await Promise.all([
-    part('Postgres', () => resourceTrace(clients.pool, resource)),
-    part('Postgres', () => selectAppliedValues(clients.pool, key, 200)),
+    part('Postgres', async () => {
+      const t = await resourceTrace(clients.pool, resource);
+      return t.state ? { ...t, state: { ...t.state, data: redactJson(t.state.data) } } : t;
+    }),
+    // The diff is taken between these redacted values too: a secret's change shows as no change.
+    part('Postgres', async () =>
+      (await selectAppliedValues(clients.pool, key, 200)).map((r) => ({ ...r, payload: redactedJsonText(r.payload) })),
+    ),
   ]);
   return { trace, applied };
 }

@@ -1,6 +1,7 @@
-// What a page may show of a dead-lettered record: its headers and body with anything that looks
-// like a credential replaced. The ingress does not forward signatures, but a record on the DLQ may
-// come from elsewhere (a replay tool, a producer in another team), so the console never trusts that.
+// What a page may show of a record, a snapshot or a dead letter: its headers and JSON with anything
+// named like a credential replaced. The ingress does not forward signatures, but a record on the DLQ
+// may come from elsewhere (a replay tool, a producer in another team), and a provider's snapshot may
+// carry a key of its own (a theme's asset token), so every page shows JSON only through these.
 
 const SECRET_NAME = /(secret|token|password|passwd|signature|authorization|api[-_]?key|cookie|credential|private[-_]?key)/i;
 export const REDACTED = '[redacted]';
@@ -24,6 +25,20 @@ function redactValue(value: unknown, depth: number): unknown {
     return out;
   }
   return value;
+}
+
+/** A JSON value with every secret-named key's value replaced, at any depth. */
+export function redactJson(value: unknown): unknown {
+  return redactValue(value, 0);
+}
+
+/** JSON text with secret-named keys redacted (compact, still JSON); text that is not JSON is not shown. */
+export function redactedJsonText(text: string): string {
+  try {
+    return JSON.stringify(redactValue(JSON.parse(text), 0));
+  } catch {
+    return `(not JSON: ${Buffer.byteLength(text)} bytes, not shown)`;
+  }
 }
 
 /**

@@ -3,6 +3,7 @@
 import type { ReconcileReport } from '#domain/reconcile/index.ts';
 import type { ReconcilePullRow } from '#domain/store/reconcile-pulls.ts';
 import { html, query, type SafeHtml } from '../html.ts';
+import { redactJson } from '../redact.ts';
 import { page, type PageContext } from './layout.ts';
 
 /** Whether the resource page may offer Reconcile for a tenant and type, and if not, why. */
@@ -120,7 +121,7 @@ function reportFacts(report: ReconcileReport, dryRun: boolean): SafeHtml {
     ${
       report.fetched?.data !== undefined
         ? html`<h2>Fetched data</h2>
-            <pre tabindex="0" data-testid="reconcile-data">${JSON.stringify(report.fetched.data, null, 2)}</pre>`
+            <pre tabindex="0" data-testid="reconcile-data">${JSON.stringify(redactJson(report.fetched.data), null, 2)}</pre>`
         : ''
     }`;
 }
