@@ -8,7 +8,7 @@ export default defineConfig({
           name: 'unit',
           // Unit tests first and on their own; then the integration files, two at a time.
           sequence: { groupOrder: 0 },
-          include: ['shared/**/*.test.ts', 'services/**/*.test.ts', 'infra/**/*.test.ts'],
+          include: ['shared/**/*.test.ts', 'services/**/*.test.ts', 'infra/**/*.test.ts', 'bench/**/*.test.ts'],
           environment: 'node',
         },
       },

@@ -39,12 +39,15 @@ export interface EventFactory {
  * once behind a stall and the later version may land first; the earlier one is then, rightly,
  * stale, and has no applied record.)
  */
-export function eventFactory(secret: string, resources: number): EventFactory {
+export function eventFactory(secret: string, resources: number, options: { eventIdPrefix?: string } = {}): EventFactory {
   let seq = 0;
   return {
     next() {
       seq += 1;
-      const event = sampleThemeEvent({ resource: { id: `theme_e2e_${seq % resources}`, version: seq } });
+      // With a prefix, the event id is the prefix and the sequence number (from 1): the soak finds a
+      // record's request by parsing it, without a map of every event id it sent.
+      const eventId = options.eventIdPrefix === undefined ? {} : { event_id: `${options.eventIdPrefix}${seq}` };
+      const event = sampleThemeEvent({ ...eventId, resource: { id: `theme_e2e_${seq % resources}`, version: seq } });
       const data = event.data as { name: string };
       const size = Buffer.byteLength(JSON.stringify(event));
       data.name = `${data.name} ${'x'.repeat(Math.max(0, BODY_BYTES - size - 1))}`;

@@ -7,9 +7,22 @@ import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import type { ResolvedPostgres } from '../../infra/postgres.ts';
 import type { TopicSettings } from '#plumbing/kafka/topics.ts';
-import { BODY_BYTES, type Sent } from '../e2e/load.ts';
+import { BODY_BYTES } from '../e2e/load.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
-import { LAG_ZERO_WITHIN_MS, RSS_GROWTH_LIMIT, type LagDrain, type Ledger, type RssGrowth } from './criteria.ts';
+import {
+  ACHIEVED_SHARE_FLOOR,
+  DRIFT_LIMIT,
+  failures,
+  LAG_ZERO_WITHIN_MS,
+  RSS_BYTES_PER_REQUEST_LIMIT,
+  RSS_GROWTH_LIMIT,
+  UNAVAILABLE_SHARE_LIMIT,
+  type AchievedRate,
+  type LagDrain,
+  type LatencyDrift,
+  type Ledger,
+  type RssGrowth,
+} from './criteria.ts';
 import type { LoopDelay, Sample } from './sampler.ts';
 
 export interface SoakRun {
@@ -37,15 +50,17 @@ export interface SoakRun {
   loadAfter: number[];
   otherRuns: string[];
   samples: Sample[];
-  load: { started: number; lastDue: number; lastSent: number; sent: number; byEventId: Map<string, Sent> };
+  load: { started: number; lastDue: number; lastSent: number; sent: number };
   /** POST -> applied record of every 2xx due after the warm-up. */
   e2eSoak: Summary;
+  drift: LatencyDrift;
+  achieved: AchievedRate;
   lag: LagDrain;
   rss: RssGrowth[];
   rssPeakMb: { ingress: number; worker: number };
   rssSoakPeakMb: { ingress: number; worker: number };
   rssHwmMb: { ingress: number; worker: number };
-  appliedWatch: { duplicates: number; unlabelled: number };
+  appliedWatch: { duplicates: number; foreign: number };
   drained: boolean;
   ledger: Ledger;
   inboxStatuses: Record<string, number>;
@@ -73,7 +88,7 @@ function loopSummary(samples: Sample[], pick: (s: Sample) => LoopDelay | undefin
 function sampleRow(s: Sample): string {
   const loop = (d?: LoopDelay) => (d ? fmt(d.p99, 1) : '-');
   const c = s.cpu;
-  return `| ${s.index} | ${fmt(s.t, 1)} | ${s.phase} | ${n(s.sent)} | ${n(s.accepted)} | ${s.rejected} | ${n(s.applied)} | ${fmt(s.e2e.p50, 0)} / ${fmt(s.e2e.p99, 0)} | ${Number.isFinite(s.lag) ? n(s.lag) : 'n/a'} | ${fmt(s.rssMb.ingress, 1)} / ${fmt(s.rssMb.worker, 1)} | ${loop(s.loop.ingress)} / ${loop(s.loop.worker)} / ${loop(s.loop.relay)} | ${fmt(s.sendLateP99, 1)} | ${fmt(c.ingress, 0)} / ${fmt(c.worker, 0)} / ${fmt(c.postgres, 0)} / ${fmt(c.kafka, 0)} / ${fmt(c.bench, 0)} / ${fmt(c.others, 0)} | ${s.otherRuns.length ? s.otherRuns.join(', ') : ''} |`;
+  return `| ${s.index} | ${fmt(s.t, 1)} | ${s.phase} | ${n(s.sent)} | ${n(s.accepted)} | ${s.rejected} | ${n(s.applied)} | ${fmt(s.e2e.p50, 0)} / ${fmt(s.e2e.p99, 0)} | ${Number.isFinite(s.lag) ? n(s.lag) : 'n/a'} | ${fmt(s.rssMb.ingress, 1)} / ${fmt(s.rssMb.worker, 1)} | ${loop(s.loop.ingress)} / ${loop(s.loop.worker)} / ${loop(s.loop.relay)} | ${fmt(s.sendLateP99, 1)} | ${loop(s.bench.loop)} / ${fmt(s.bench.gcMs, 0)} / ${fmt(s.bench.gcMaxMs, 0)} / ${fmt(s.bench.heapMb, 0)} | ${fmt(c.ingress, 0)} / ${fmt(c.worker, 0)} / ${fmt(c.postgres, 0)} / ${fmt(c.kafka, 0)} / ${fmt(c.bench, 0)} / ${fmt(c.others, 0)} | ${s.otherRuns.length ? s.otherRuns.join(', ') : ''} |`;
 }
 
 export function renderReport(run: SoakRun, chartFile: string): string {
@@ -84,11 +99,14 @@ export function renderReport(run: SoakRun, chartFile: string): string {
   const l = run.ledger;
   const rejected = Object.entries(l.rejected);
   const missing = Object.entries(l.missing);
-  const pass = run.rss.every((r) => r.pass) && run.lag.pass && l.exact;
+  const pass = failures({ rss: run.rss, lag: run.lag, ledger: l, drift: run.drift, rate: run.achieved }).length === 0;
+  const d = run.drift;
+  const a = run.achieved;
+  const at = (wall: number) => fmt((wall - run.load.started) / 1000, 0);
   const firstSoak = soak[0]?.index ?? NaN;
   const lastSoak = soak.at(-1)?.index ?? NaN;
   const rssRow = (r: RssGrowth) =>
-    `| ${r.service} RSS growth after the warm-up | **${r.growth >= 0 ? '+' : ''}${fmt(r.growth * 100, 1)}%** (${fmt(r.baselineMb, 1)} → ${fmt(r.finalMb, 1)} MiB: median of samples ${firstSoak}-${firstSoak + r.n - 1} → median of samples ${lastSoak - r.n + 1}-${lastSoak}) | < ${RSS_GROWTH_LIMIT * 100}% | ${verdict(r.pass)} |`;
+    `| ${r.service} RSS growth after the warm-up | **${r.growth >= 0 ? '+' : ''}${fmt(r.growth * 100, 1)}%**, **${fmt(r.bytesPerRequest, 0)} B per request** (${fmt(r.baselineMb, 1)} → ${fmt(r.finalMb, 1)} MiB: median of samples ${firstSoak}-${firstSoak + r.n - 1} → median of samples ${lastSoak - r.n + 1}-${lastSoak}; ${n(r.requests)} requests sent between their middles) | < ${RSS_GROWTH_LIMIT * 100}% and < ${RSS_BYTES_PER_REQUEST_LIMIT} B per request | ${verdict(r.pass)} |`;
   const cpuMedian = (pick: (s: Sample) => number) => `${fmt(median(soak.map(pick)), 0)}%`;
   const ledgerMeasured = `${n(l.accepted)} 2xx = ${n(l.applied)} applied records; ${missing.length ? `missing: ${missing.map(([k, v]) => `${v} ${k}`).join(', ')}` : '0 missing'}, ${l.extra} applied without a 2xx, ${l.duplicates} duplicates, ${l.foreign} foreign`;
 
@@ -109,7 +127,7 @@ LOG_LEVEL=${run.logLevel}, logs to a file), production defaults otherwise, plus 
 
 Load: one Node process, open loop (bench/soak/steady-load.ts: request i due at start + i / rate and sent then, whatever is still in flight; latency counts from
 the due time) at **${n(run.rate)} req/s for ${fmt(run.durationMs / 60_000, 1)} min**, of which the first ${fmt(run.warmupMs / 1000, 0)} s are the warm-up (the same load, left out of the RSS baseline);
-${BODY_BYTES} B hmac-sha256-signed theme.updated bodies, unique event ids, ${n(run.resources)} resource ids in round robin (more than the run sends: none repeats,
+${BODY_BYTES} B hmac-sha256-signed theme.updated bodies, event ids \`evt_<a UUID per run>_<sequence number>\` (the bench finds a record's request from it), ${n(run.resources)} resource ids in round robin (more than the run sends: none repeats,
 so every 2xx must apply). ${n(run.load.sent)} requests sent, ${fmt(achieved, 1)} req/s as scheduled. ${run.rate === run.defaultRate ? 'The rate is' : `The default rate, ${n(run.defaultRate)} req/s, is`} half of the peak measured end to end: bench/results/e2e.md
 sustains 1,000 req/s with nothing lost and every 2xx applied 0.2 s after the last answer, with the machine at 193% of its 200% and the ingress's ack p99 at 2.6 s
 (requests start to queue there; see the notes below); \`--rate=\` or BENCH_SOAK_RATE sets another.
@@ -129,6 +147,10 @@ How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the firs
 - **POST → applied record**: due time → received by the bench's own read_committed consumer of the applied topic (bench/e2e/observe.ts), over the records
   received in the window. No commit poller (bench:e2e's stage split is not needed here, and it adds 200 queries/s to Postgres).
 - **Ledger**, over the whole run (warm-up included): every 2xx answer must have exactly one record on the applied topic, and nothing else may be there.
+- **Drift**: the POST → applied p99 over the requests due in the last ${fmt(d.windowMs / 60_000, 1)} min of the load against those due in the first ${fmt(d.windowMs / 60_000, 1)} min after
+  the warm-up (5 minutes each, half the soak when it is shorter), per request. **Achieved rate**: 2xx answers over the whole schedule (rate × duration), and the 503s.
+- **Bench**: this process sends the load and reads the applied topic, so a stall of its own counts in the latency: its event-loop delay p99 (beyond the 10 ms
+  period), its GC pauses (sum and longest, PerformanceObserver 'gc') and its heap used. It keeps a few numbers per request in typed arrays, so its heap stays flat.
 - **CPU**, % of one core over the window (/proc): ingress, worker, Postgres (all backends), broker, the bench process, and every other process on the machine.
 
 ## Results
@@ -138,6 +160,8 @@ How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the firs
 ${run.rss.map(rssRow).join('\n')}
 | lag back to 0 after the load stops | **${Number.isFinite(run.lag.zeroAfterMs) ? `${fmt(run.lag.zeroAfterMs / 1000, 2)} s` : `not within ${run.drainTimeoutMs / 1000} s`}** (lag ${Number.isFinite(run.lag.atStop) ? n(run.lag.atStop) : 'n/a'} at the first reading, ${run.lag.readings} reading${run.lag.readings === 1 ? '' : 's'}) | ≤ ${LAG_ZERO_WITHIN_MS / 1000} s | ${verdict(run.lag.pass)} |
 | ledger: 2xx answers = applied records | ${ledgerMeasured} | exact | ${verdict(l.exact)} |
+| POST → applied p99 does not drift (issue 35) | **${fmt(d.ratio, 2)}×**: ${fmt(d.last.p99, 0)} ms over ${n(d.last.count)} requests due at ${at(d.last.from)}-${at(d.last.to)} s against ${fmt(d.first.p99, 0)} ms over ${n(d.first.count)} due at ${at(d.first.from)}-${at(d.first.to)} s | ≤ ${DRIFT_LIMIT}× | ${verdict(d.pass)} |
+| the schedule answered 2xx, few 503s | **${fmt(a.share * 100, 2)}%** of ${n(a.scheduled)} scheduled answered 2xx; **${n(a.unavailable)}** answered 503 | ≥ ${ACHIEVED_SHARE_FLOOR * 100}%; ≤ ${n(Math.floor(a.scheduled * UNAVAILABLE_SHARE_LIMIT))} (${UNAVAILABLE_SHARE_LIMIT * 100}%) | ${verdict(a.pass)} |
 
 **${pass ? 'PASS' : 'FAIL'}**.
 
@@ -146,7 +170,8 @@ Over the soak (${soak.length} samples after the warm-up, before the load stopped
   p99 per window: median ${fmt(median(soak.map((s) => s.e2e.p99)), 1)} ms, highest ${fmt(maxOf(soak.map((s) => s.e2e.p99)), 1)} ms.
 - Lag at the samples: median ${fmt(median(soak.map((s) => s.lag)), 0)}, highest ${fmt(maxOf(soak.map((s) => s.lag)), 0)} records.
 - RSS: peak (VmRSS every second) ingress ${fmt(run.rssSoakPeakMb.ingress, 1)} MiB, worker ${fmt(run.rssSoakPeakMb.worker, 1)} MiB after the warm-up; ${fmt(run.rssPeakMb.ingress, 1)} / ${fmt(run.rssPeakMb.worker, 1)} MiB over the whole run (VmHWM ${fmt(run.rssHwmMb.ingress, 1)} / ${fmt(run.rssHwmMb.worker, 1)}).
-- Event-loop delay: ingress ${loopSummary(soak, (s) => s.loop.ingress)}; worker main thread ${loopSummary(soak, (s) => s.loop.worker)}; relay thread ${loopSummary(soak, (s) => s.loop.relay)}.
+- Event-loop delay: ingress ${loopSummary(soak, (s) => s.loop.ingress)}; worker main thread ${loopSummary(soak, (s) => s.loop.worker)}; relay thread ${loopSummary(soak, (s) => s.loop.relay)}; the bench's own ${loopSummary(soak, (s) => s.bench.loop)}.
+- The bench process: GC pauses per window median ${fmt(median(soak.map((s) => s.bench.gcMs)), 0)} ms, highest ${fmt(maxOf(soak.map((s) => s.bench.gcMs)), 0)} ms, longest single pause ${fmt(maxOf(soak.map((s) => s.bench.gcMaxMs)), 0)} ms; heap used ${fmt(soak[0]?.bench.heapMb ?? NaN, 0)} → ${fmt(soak.at(-1)?.bench.heapMb ?? NaN, 0)} MiB over the soak.
 - CPU, median window (% of one core): ingress ${cpuMedian((s) => s.cpu.ingress)}, worker ${cpuMedian((s) => s.cpu.worker)}, Postgres ${cpuMedian((s) => s.cpu.postgres)}, broker ${cpuMedian((s) => s.cpu.kafka)}, bench ${cpuMedian((s) => s.cpu.bench)}; whole machine ${cpuMedian((s) => s.cpu.machine)} of ${cores * 100}%, of which ${cpuMedian((s) => s.cpu.others)} by other processes.
 - The generator sent its requests ${fmt(maxOf(underLoad.map((s) => s.sendLateP99)), 1)} ms late at p99 in its worst window; non-2xx answers: ${rejected.length ? rejected.map(([k, v]) => `${v} ${k}`).join(', ') : 'none'}.
 
@@ -155,10 +180,11 @@ Over the soak (${soak.length} samples after the warm-up, before the load stopped
 ## Samples
 
 Every ${run.sampleMs / 1000} s; sent / 2xx / non-2xx / applied are counts within the window, lag and RSS are read at its end. Loop: event-loop delay p99 of the
-ingress / worker main thread / relay thread (ms beyond the timer period). CPU: ingress / worker / Postgres / broker / bench / others, % of one core.
+ingress / worker main thread / relay thread (ms beyond the timer period). Bench: its event-loop delay p99 / GC pause sum / longest GC pause (ms) / heap used (MiB).
+CPU: ingress / worker / Postgres / broker / bench / others, % of one core.
 
-| # | t (s) | phase | sent | 2xx | non-2xx | applied | POST → applied p50 / p99 (ms) | lag | RSS ingress / worker (MiB) | loop p99 (ms) | sent late p99 (ms) | CPU (%) | other runs |
-|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---|
+| # | t (s) | phase | sent | 2xx | non-2xx | applied | POST → applied p50 / p99 (ms) | lag | RSS ingress / worker (MiB) | loop p99 (ms) | sent late p99 (ms) | bench loop / GC / GC max / heap | CPU (%) | other runs |
+|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---|---|
 ${run.samples.map(sampleRow).join('\n')}
 
 Ledger over the whole run: ${n(l.sent)} sent, ${n(l.accepted)} 2xx, non-2xx ${rejected.length ? rejected.map(([k, v]) => `${k}: ${v}`).join(', ') : 'none'}; ${n(l.applied)} of the 2xx have their applied record

@@ -1,7 +1,10 @@
 // One sample of the soak every 10 s: what happened in the window since the previous one (requests,
 // answers, applied records and their POST -> applied p99, CPU, the services' event-loop delay) and
-// the state at its end (each service's RSS, the worker group's lag on the events topic).
+// the state at its end (each service's RSS, the worker group's lag on the events topic). The bench's
+// own process is sampled too (its event-loop delay, GC pauses and heap): it sends the requests and
+// reads the applied records, so a stall of its own counts in every latency it measures.
 import type { ChildProcess } from 'node:child_process';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import type { Admin } from 'kafkajs';
 import { groupLag } from '#plumbing/kafka/lag.ts';
 import { cpuSnapshot } from '../lib/cpu.ts';
@@ -9,7 +12,7 @@ import { machineCpu, type OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb } from '../lib/rss.ts';
 import { percentile, summarise, type Summary } from '../lib/stats.ts';
 import { wallNow } from '../e2e/load.ts';
-import type { AppliedSeen, AppliedWatch } from '../e2e/observe.ts';
+import type { AppliedLog } from './applied-log.ts';
 import type { LoopWindow } from './loop-probe.ts';
 import type { SteadyLoad } from './steady-load.ts';
 
@@ -39,6 +42,8 @@ export interface Sample {
   rssMb: { ingress: number; worker: number };
   /** Event-loop delay beyond the 10 ms timer period, per thread; undefined when the probe did not answer. */
   loop: { ingress?: LoopDelay; worker?: LoopDelay; relay?: LoopDelay };
+  /** The bench process: event-loop delay beyond the 10 ms timer period, GC pauses in the window (sum and longest), heap used at its end. */
+  bench: { loop?: LoopDelay; gcMs: number; gcMaxMs: number; heapMb: number };
   /** CPU over the window, % of one core. */
   cpu: { ingress: number; worker: number; postgres: number; kafka: number; bench: number; machine: number; others: number };
   otherRuns: string[];
@@ -46,7 +51,7 @@ export interface Sample {
 
 export interface SamplerOptions {
   load: SteadyLoad;
-  applied: AppliedWatch;
+  applied: AppliedLog;
   admin: Admin;
   group: string;
   topic: string;
@@ -93,10 +98,10 @@ export async function totalLag(admin: Admin, group: string, topic: string): Prom
 export class Sampler {
   readonly samples: Sample[] = [];
   readonly #options: SamplerOptions;
-  // Map iterators are live: entries added later are still visited, as long as the iterator is never
-  // run to its end, so next() is only called while the map holds entries not consumed yet.
-  readonly #appliedEntries: MapIterator<[string, AppliedSeen]>;
-  #appliedConsumed = 0;
+  readonly #loop = monitorEventLoopDelay({ resolution: 10 });
+  readonly #gc: PerformanceObserver;
+  #gcMs = 0;
+  #gcMaxMs = 0;
   #previous: {
     counters: SteadyLoad['counters'];
     ingress: number;
@@ -110,7 +115,14 @@ export class Sampler {
 
   constructor(options: SamplerOptions) {
     this.#options = options;
-    this.#appliedEntries = options.applied.seen.entries();
+    this.#loop.enable();
+    this.#gc = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        this.#gcMs += entry.duration;
+        this.#gcMaxMs = Math.max(this.#gcMaxMs, entry.duration);
+      }
+    });
+    this.#gc.observe({ entryTypes: ['gc'] });
     this.#previous = this.#snapshot();
   }
 
@@ -129,9 +141,26 @@ export class Sampler {
     };
   }
 
+  stop(): void {
+    this.#loop.disable();
+    this.#gc.disconnect();
+  }
+
+  #takeBench(): Sample['bench'] {
+    const h = this.#loop;
+    // The histogram is in ns and includes the 10 ms resolution period itself.
+    const loop = h.count > 0 ? { p99: Math.max(0, h.percentile(99) / 1e6 - 10), max: Math.max(0, h.max / 1e6 - 10) } : undefined;
+    h.reset();
+    const out = { ...(loop ? { loop } : {}), gcMs: this.#gcMs, gcMaxMs: this.#gcMaxMs, heapMb: process.memoryUsage().heapUsed / 2 ** 20 };
+    this.#gcMs = 0;
+    this.#gcMaxMs = 0;
+    return out;
+  }
+
   /** Starts a fresh window (drops what happened so far), e.g. right before the load starts. */
   reset(): void {
     this.#takeApplied();
+    this.#takeBench();
     this.#options.load.takeSendLags();
     this.#options.otherRuns.reset();
     void askLoopProbe(this.#options.services.ingress.child);
@@ -141,16 +170,7 @@ export class Sampler {
 
   #takeApplied(): number[] {
     const { applied, load } = this.#options;
-    const latencies: number[] = [];
-    while (this.#appliedConsumed < applied.seen.size) {
-      const next = this.#appliedEntries.next();
-      if (next.done) break;
-      this.#appliedConsumed += 1;
-      const [eventId, record] = next.value;
-      const sent = load.byEventId.get(eventId);
-      if (sent) latencies.push(record.received - sent.due);
-    }
-    return latencies;
+    return applied.take().map((i) => applied.received[i]! - load.requests.due(i));
   }
 
   async take(): Promise<Sample> {
@@ -161,6 +181,7 @@ export class Sampler {
     this.#previous = now;
     const rssMb = { ingress: procStatusMb(services.ingress.pid, 'VmRSS'), worker: procStatusMb(services.worker.pid, 'VmRSS') };
     const latencies = this.#takeApplied();
+    const bench = this.#takeBench();
     const lags = load.takeSendLags().sort((a, b) => a - b);
     const [lag, ingressLoop, workerLoop] = await Promise.all([
       totalLag(admin, group, topic),
@@ -169,13 +190,13 @@ export class Sampler {
     ]);
     const seconds = (now.at - before.at) / 1000;
     const pct = (cpuSeconds: number) => (cpuSeconds / seconds) * 100;
-    const bench = (now.bench.user - before.bench.user + now.bench.system - before.bench.system) / 1e6;
+    const benchCpu = (now.bench.user - before.bench.user + now.bench.system - before.bench.system) / 1e6;
     const cpu = {
       ingress: pct(now.ingress - before.ingress),
       worker: pct(now.worker - before.worker),
       postgres: pct(now.postgres - before.postgres),
       kafka: pct(now.kafka - before.kafka),
-      bench: pct(bench),
+      bench: pct(benchCpu),
       machine: pct(now.machine - before.machine),
       others: 0,
     };
@@ -198,6 +219,7 @@ export class Sampler {
         worker: delayOf(workerLoop?.find((w) => w.thread === 'main')),
         relay: delayOf(workerLoop?.find((w) => w.thread === 'outbox-relay')),
       },
+      bench,
       cpu,
       otherRuns: this.#options.otherRuns.seen(),
     };

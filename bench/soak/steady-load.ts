@@ -5,17 +5,22 @@
 // once, and a run cut into phases would pause at every boundary. Here a small buffer is signed in
 // the gaps between due times, one keep-alive agent serves the whole run, and counters let a sampler
 // read the run while it goes.
+// What is kept of each request is a few numbers in typed arrays indexed by its sequence number, not
+// an object per request in a map: 600,000 of those (and as many for the applied records) made this
+// process's heap grow all run long, and its major GCs, longer as the heap grew, stalled the
+// generator and the applied topic's reader; the soak charged those stalls to the bridge as latency
+// that drifted upward (docs/benchmarks.md, "Soak").
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import { untilNextDue, wallNow, type EventFactory, type Sent, type SignedRequest } from '../e2e/load.ts';
+import { untilNextDue, wallNow, type EventFactory, type SignedRequest } from '../e2e/load.ts';
 
 export interface SteadyLoadOptions {
   port: number;
   path: string;
-  rate: number;
-  durationMs: number;
+  /** The schedule (rate, length, warm-up), filled in as the requests go. */
+  requests: RequestLog;
+  /** Builds request i (from 0) with the event id requests.eventIdOf(i). */
   factory: EventFactory;
-  /** Requests due in the first `warmupMs` are labelled `warm-up`, later ones `soak`. */
-  warmupMs?: number;
   /** Per request; an unanswered request counts as status 0. */
   timeoutMs?: number;
 }
@@ -28,11 +33,65 @@ export interface LoadCounters {
   rejected: number;
 }
 
+/**
+ * Every request of the schedule by index (request i is due at started + i * 1000 / rate), live:
+ * answers fill in as they arrive. Request i's event id is `${prefix}${i + 1}`.
+ */
+export class RequestLog {
+  readonly total: number;
+  readonly rate: number;
+  readonly warmupMs: number;
+  readonly prefix = `evt_${randomUUID()}_`;
+  /** Wall ms of the first due time; set when the load starts. */
+  started = NaN;
+  /** HTTP status; 0 until answered, and for a transport error or a timeout. */
+  readonly status: Uint16Array;
+  /** When the response head arrived, wall ms; NaN until then, and for a transport error. */
+  readonly answered: Float64Array;
+  /** The transport error's code (ECONNRESET, timeout, ...) of the few requests that got no answer. */
+  readonly errors = new Map<number, string>();
+  /** Requests sent so far: indices 0 .. sent - 1. */
+  sent = 0;
+
+  /** `rate` requests a second for `durationMs`; those due in the first `warmupMs` are the warm-up. */
+  constructor(options: { rate: number; durationMs: number; warmupMs?: number }) {
+    this.rate = options.rate;
+    this.total = Math.max(1, Math.round((options.rate * options.durationMs) / 1000));
+    this.warmupMs = options.warmupMs ?? 0;
+    this.status = new Uint16Array(this.total);
+    this.answered = new Float64Array(this.total).fill(NaN);
+  }
+
+  due(i: number): number {
+    return this.started + (i * 1000) / this.rate;
+  }
+
+  phase(i: number): 'warm-up' | 'soak' {
+    return this.due(i) < this.started + this.warmupMs ? 'warm-up' : 'soak';
+  }
+
+  accepted(i: number): boolean {
+    return this.status[i]! >= 200 && this.status[i]! < 300;
+  }
+
+  eventIdOf(i: number): string {
+    return `${this.prefix}${i + 1}`;
+  }
+
+  /** The index of one of this run's event ids; undefined for any other id. */
+  indexOf(eventId: string): number | undefined {
+    if (!eventId.startsWith(this.prefix)) return undefined;
+    const digits = eventId.slice(this.prefix.length);
+    if (!/^[1-9][0-9]*$/.test(digits)) return undefined;
+    const i = Number(digits) - 1;
+    return i < this.sent ? i : undefined;
+  }
+}
+
 export interface SteadyLoad {
   /** Wall ms of the first due time. */
   started: number;
-  /** Every request so far by event id, live (answers fill in as they arrive). */
-  byEventId: Map<string, Sent>;
+  requests: RequestLog;
   counters: LoadCounters;
   /** How late each request since the last call was sent (send time - due time), ms; empties the list. */
   takeSendLags(): number[];
@@ -47,10 +106,9 @@ export interface SteadyLoad {
 const SIGN_AHEAD_MS = 200;
 
 export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
-  const { port, rate, durationMs } = options;
-  const total = Math.max(1, Math.round((rate * durationMs) / 1000));
+  const { port, requests, factory } = options;
+  const { rate, total } = requests;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
-  const byEventId = new Map<string, Sent>();
   const counters: LoadCounters = { sent: 0, answered: 0, accepted: 0, rejected: 0 };
   let sendLags: number[] = [];
   let inFlight = 0;
@@ -59,21 +117,20 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
   const allAnswered = new Promise<void>((resolve) => (resolveAnswered = resolve));
   const signed: SignedRequest[] = [];
   const signAhead = Math.max(1, Math.ceil((rate * SIGN_AHEAD_MS) / 1000));
-  while (signed.length < signAhead) signed.push(options.factory.next());
+  while (signed.length < signAhead) signed.push(factory.next());
   const started = wallNow() + 50;
-  const warmupEndsAt = started + (options.warmupMs ?? 0);
+  requests.started = started;
 
-  const settle = (entry: Sent) => {
+  const settle = (i: number) => {
     counters.answered += 1;
-    if (entry.status >= 200 && entry.status < 300) counters.accepted += 1;
+    if (requests.accepted(i)) counters.accepted += 1;
     else counters.rejected += 1;
     inFlight -= 1;
     if (!sending && inFlight === 0) resolveAnswered();
   };
-  const fire = (due: number) => {
-    const request = signed.shift() ?? options.factory.next();
-    const entry: Sent = { eventId: request.eventId, phase: due < warmupEndsAt ? 'warm-up' : 'soak', due, status: 0 };
-    byEventId.set(request.eventId, entry);
+  const fire = (i: number, due: number) => {
+    const request = signed.shift() ?? factory.next();
+    requests.sent = i + 1;
     counters.sent += 1;
     inFlight += 1;
     sendLags.push(wallNow() - due);
@@ -81,7 +138,7 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
     const done = () => {
       if (settled) return;
       settled = true;
-      settle(entry);
+      settle(i);
     };
     const req = http.request(
       {
@@ -94,8 +151,8 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
         timeout: options.timeoutMs ?? 30_000,
       },
       (res) => {
-        entry.answered = wallNow();
-        entry.status = res.statusCode ?? 0;
+        requests.answered[i] = wallNow();
+        requests.status[i] = res.statusCode ?? 0;
         res.resume();
         res.on('end', done);
         res.on('error', done);
@@ -103,9 +160,9 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
     );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (error: NodeJS.ErrnoException) => {
-      entry.status = 0;
-      entry.error = error.code ?? error.message;
-      delete entry.answered;
+      requests.status[i] = 0;
+      requests.answered[i] = NaN;
+      requests.errors.set(i, error.code ?? error.message);
       done();
     });
     req.end(request.body);
@@ -117,14 +174,14 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
     while (i < total) {
       const now = wallNow();
       for (let due = started + (i * 1000) / rate; i < total && due <= now; due = started + (i * 1000) / rate) {
-        fire(due);
+        fire(i, due);
         lastDue = due;
         i += 1;
       }
       if (i >= total) break;
       const next = started + (i * 1000) / rate;
       // Sign ahead in the gap, leaving a millisecond before the next due time.
-      while (signed.length < signAhead && wallNow() < next - 1) signed.push(options.factory.next());
+      while (signed.length < signAhead && wallNow() < next - 1) signed.push(factory.next());
       const wait = next - wallNow();
       await untilNextDue(wait);
     }
@@ -137,7 +194,7 @@ export function steadyLoad(options: SteadyLoadOptions): SteadyLoad {
 
   return {
     started,
-    byEventId,
+    requests,
     counters,
     takeSendLags: () => {
       const lags = sendLags;
