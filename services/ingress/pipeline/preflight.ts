@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { parseSignedTimestamp, SIGNATURE_HEADERS, SIGNATURE_SCHEMES, TIMESTAMP_FORMS, type SignatureHeaderNames } from '#domain/signing/index.ts';
+import {
+  parseSignedTimestamp,
+  SIGNATURE_HEADERS,
+  SIGNATURE_SCHEMES,
+  TIMESTAMP_FORMS,
+  type SignatureHeaderNames,
+} from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
 import type { Rejection } from './rejections.ts';

@@ -1,4 +1,11 @@
-export { decodeStandardSecret, parseSignedTimestamp, SIGNATURE_HEADERS, SIGNATURE_SCHEMES, signingKey, TIMESTAMP_FORMS } from './schemes.ts';
+export {
+  decodeStandardSecret,
+  parseSignedTimestamp,
+  SIGNATURE_HEADERS,
+  SIGNATURE_SCHEMES,
+  signingKey,
+  TIMESTAMP_FORMS,
+} from './schemes.ts';
 export type { SignatureHeaderNames, SignatureScheme } from './schemes.ts';
 export { signWebhook } from './sign-webhook.ts';
 export type { SignWebhookInput, WebhookHeaders } from './sign-webhook.ts';
