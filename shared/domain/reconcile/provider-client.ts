@@ -63,17 +63,21 @@ export async function fetchSnapshot(settings: ReconcileSettings, ref: ResourceRe
   return { kind: 'snapshot', status, url, ...parseSnapshotBody(body.toString('utf8'), url) };
 }
 
-function get(
-  target: ReturnType<typeof expandUrlTemplate>,
-  headers: Record<string, string>,
-  signal: AbortSignal,
-): Promise<IncomingMessage> {
+function get(target: ReturnType<typeof expandUrlTemplate>, headers: Record<string, string>, signal: AbortSignal): Promise<IncomingMessage> {
   const client = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     // `path` goes on the request line exactly as built: no dot-segment removal. No shared agent:
     // pulls are rare, and a kept-alive socket would hold a CLI run open after its answer.
     const request = client.request(
-      { method: 'GET', hostname: target.hostname.replace(/^\[|\]$/g, ''), port: target.port, path: target.path, headers, signal, agent: false },
+      {
+        method: 'GET',
+        hostname: target.hostname.replace(/^\[|\]$/g, ''),
+        port: target.port,
+        path: target.path,
+        headers,
+        signal,
+        agent: false,
+      },
       resolve,
     );
     request.on('error', reject);
@@ -113,7 +117,11 @@ function readLimited(response: IncomingMessage, signal: AbortSignal, url: string
     });
     stream.on('end', () => resolve(Buffer.concat(chunks)));
     stream.on('error', (error) =>
-      fail(error instanceof BridgeError ? error : new BridgeError('reconcile_bad_response', `GET ${url}: ${error.message}`, { retryable: false })),
+      fail(
+        error instanceof BridgeError
+          ? error
+          : new BridgeError('reconcile_bad_response', `GET ${url}: ${error.message}`, { retryable: false }),
+      ),
     );
     response.on('error', fail);
   });

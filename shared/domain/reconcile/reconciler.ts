@@ -164,7 +164,12 @@ export class Reconciler {
     return this.#send({ ...known, outcome: 'applied', fetched }, envelope, request, source);
   }
 
-  async #send(report: ReconcileReport, envelope: EventEnvelope, request: ReconcileRequest, source: ReconcileSource): Promise<ReconcileReport> {
+  async #send(
+    report: ReconcileReport,
+    envelope: EventEnvelope,
+    request: ReconcileRequest,
+    source: ReconcileSource,
+  ): Promise<ReconcileReport> {
     const value = Buffer.from(JSON.stringify(envelope), 'utf8');
     // The same checks a webhook must pass (the contract, then the source's strict schema, as the
     // ingress runs them): a provider API answering what its webhooks could not carry must not slip
