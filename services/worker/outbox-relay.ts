@@ -9,7 +9,6 @@ import {
   readClusterId,
   readNextOutbox,
   rebaselineOutbox,
-  recordCursorCluster,
   recordOutboxBatch,
   RELAY_LEADER_LOCK_KEY,
   selectNewestOutboxPosition,
@@ -452,21 +451,13 @@ export class OutboxRelay {
 
   /**
    * The cursor was recorded on another cluster (the database was dumped and restored) or lies
-   * beyond this cluster's transaction ids: every row written now would sort before it and never
-   * be published. Rows from the old cluster are renumbered (rebaselineOutbox) and the cursor set
+   * beyond this cluster's transaction ids: rows written now could sort before it and never be
+   * published, or rows the old cluster published could sort after it and be published again after
+   * newer ones. Every row of the old cluster is renumbered (rebaselineOutbox) and the cursor set
    * below every new row; nothing published is lost track of, nothing unpublished is skipped.
    */
   async #rebaseline(position: RelayPosition, cluster: string | null): Promise<void> {
     const { pool, logger } = this.#o;
-    if (!position.ahead) {
-      // Another cluster whose ids are already past the cursor: the cursor still orders right.
-      await recordCursorCluster(pool, { cursor: position, cluster });
-      logger.warn(
-        { cursor_cluster: position.cluster_id, cluster },
-        'outbox relay cursor now on another cluster (a dump and restore?); its position still holds',
-      );
-      return;
-    }
     await withTransaction(pool, async (client) => {
       const moved = await rebaselineOutbox(client, { cursor: position, cluster });
       logger.warn(

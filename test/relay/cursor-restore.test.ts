@@ -97,7 +97,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
     expect((await readTopic(kafka, applied)).filter((r) => r.key.endsWith('/fresh')).length).toBe(2);
   });
 
-  it('adopts a new cluster identity whose transaction ids are already past the cursor', async () => {
+  it('re-baselines for a new cluster identity whose transaction ids are already past the cursor, publishing nothing again', async () => {
     await db.pool.query(`UPDATE applied_outbox_batches SET cluster_id = 'another-cluster'`);
     const before = (await readTopic(kafka, applied)).length;
     await apply('adopted', 1);

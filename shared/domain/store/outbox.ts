@@ -62,9 +62,15 @@ export async function readClusterId(client: Queryable): Promise<string | null> {
 }
 
 /**
- * After a restore into another cluster: every row whose tx lies beyond this cluster's horizon came
- * from the old cluster. Those at or before the cursor were published (tx 1), the rest were not
- * (tx 2); new rows have real ids (>= 3) and sort after both, and per key id order is apply order.
+ * After a restore into another cluster: every row the old cluster wrote is renumbered, those at
+ * or before the cursor (in the old cluster's order) as published (tx 1), the rest as not (tx 2);
+ * rows this cluster wrote since keep their real ids (>= 3) and sort after both. Per key id order
+ * is apply order, so the old rows keep their order.
+ *
+ * Which rows the old cluster wrote cannot be told by tx alone: its ids may overlap this cluster's.
+ * A restore writes them anew, so their xmin is the restore's, no younger than the xmin of the
+ * restored cursor row (the newest batch; tables are restored in name order, applied_outbox first);
+ * a row this cluster wrote since is younger than that and its xmin is its own tx.
  * Appliers wait for the table lock (an insert between the two statements would be misread).
  * Run inside a transaction; returns how many rows were renumbered.
  */
@@ -72,9 +78,11 @@ export async function rebaselineOutbox(client: Queryable, args: { cursor: Outbox
   await client.query({ text: 'LOCK TABLE applied_outbox IN EXCLUSIVE MODE' });
   const moved = await client.query({
     text: `
-      UPDATE applied_outbox
-      SET tx = CASE WHEN (tx, id) <= ($1::xid8, $2::bigint) THEN '1'::xid8 ELSE '2'::xid8 END
-      WHERE tx >= pg_snapshot_xmax(pg_current_snapshot())`,
+      WITH restored AS (SELECT xmin AS at FROM applied_outbox_batches ORDER BY id DESC LIMIT 1)
+      UPDATE applied_outbox AS o
+      SET tx = CASE WHEN (o.tx, o.id) <= ($1::xid8, $2::bigint) THEN '1'::xid8 ELSE '2'::xid8 END
+      FROM restored AS r
+      WHERE NOT (age(o.xmin) < age(r.at) AND (o.tx::text::numeric % 4294967296)::text = o.xmin::text)`,
     values: [args.cursor.tx, args.cursor.id],
   });
   await client.query({
@@ -84,15 +92,6 @@ export async function rebaselineOutbox(client: Queryable, args: { cursor: Outbox
     values: [args.cursor.id, args.cluster],
   });
   return moved.rowCount ?? 0;
-}
-
-/** The same cursor, recorded as on this cluster (another cluster whose ids are already past it). */
-export async function recordCursorCluster(client: Queryable, args: { cursor: OutboxPosition; cluster: string | null }): Promise<void> {
-  await client.query({
-    text: `
-      INSERT INTO applied_outbox_batches (last_tx, last_id, records, cluster_id) VALUES ($1::xid8, $2::bigint, 0, $3)`,
-    values: [args.cursor.tx, args.cursor.id, args.cluster],
-  });
 }
 
 export interface OutboxRow {
