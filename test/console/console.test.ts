@@ -14,6 +14,7 @@ import {
   hmacSource,
   sampleEvent,
   SECRET_A,
+  SECRET_B,
   startHarness,
   waitFor,
   type Harness,
@@ -30,6 +31,8 @@ const TENANT = 'tenant_console';
 // Owned by a source with `reconcile` (TENANT is not: its resources are never pulled).
 const TENANT_R = 'tenant_console_rec';
 const PROVIDER_TOKEN = 'console-test-provider-token';
+// Published by a source that orders themes by occurred_at (seed 002's fallback).
+const TENANT_T = 'tenant_console_time';
 
 describe('the console in a browser', () => {
   let harness: Harness;
@@ -61,7 +64,10 @@ describe('the console in a browser', () => {
       }),
     );
     harness = await startHarness({
-      sources: [hmacSource('src-console', SECRET_A, [TENANT, TENANT_R])],
+      sources: [
+        hmacSource('src-console', SECRET_A, [TENANT, TENANT_R]),
+        { ...hmacSource('src-time', SECRET_B, [TENANT_T]), occurredAtTypes: ['theme'] },
+      ],
       worker: { reconcile: { concurrency: 1, queueLimit: 100, sources: loadReconcileSources(sourcesFile, providerEnv) } },
       // The first attempt at this resource fails for good: it is dead-lettered; a replay applies it.
       faults: [`permanent:${TENANT}/theme/${doomedId}:1`],
@@ -268,6 +274,38 @@ describe('the console in a browser', () => {
     expect(await row.locator('[data-col="status"]').textContent()).toBe('applied');
     expect(await row.locator('[data-col="from"]').textContent()).toBe('reconcile (operator)');
     await page.screenshot({ path: path.join(ARTIFACTS, 'reconcile-done.png'), fullPage: true });
+  });
+
+  it("resource: a type ordered by occurred_at shows the time that ordered the state, and each event's time", async () => {
+    const id = freshId('thm');
+    const at = (second: number) => `2026-06-16T10:15:${String(second).padStart(2, '0')}.000250Z`;
+    const timed = (second: number) => {
+      const event = sampleEvent(TENANT_T, id, 0, { event_id: freshEventId(), occurred_at: at(second) }) as {
+        resource: { version?: number };
+      };
+      delete event.resource.version;
+      return event;
+    };
+    const [first, newest, late] = [timed(10), timed(20), timed(15)];
+    for (const e of [first, newest, late]) expect((await harness.post('src-time', body(e))).status).toBe(202);
+    await harness.settle();
+    await page.goto(`${consoleHandle.url}/resource?tenant=${TENANT_T}&type=theme&id=${id}`);
+    const state = await page.locator('[data-testid="state-version"]').textContent();
+    expect(state).toMatch(/ordered by\s+occurred_at:\s+2026-06-16T10:15:20\.000250Z/);
+    expect(state).toMatch(/version\s+none/);
+    const rows = await page
+      .locator('[data-testid="timeline"] tbody tr')
+      .evaluateAll((trs) =>
+        trs.map((tr) => [
+          tr.querySelector('[data-col="occurred"]')!.textContent!.trim(),
+          tr.querySelector('[data-col="status"]')!.textContent!.trim(),
+        ]),
+      );
+    expect(rows.sort()).toEqual([
+      ['2026-06-16T10:15:10.000Z', 'applied'],
+      ['2026-06-16T10:15:15.000Z', 'stale'],
+      ['2026-06-16T10:15:20.000Z', 'applied'],
+    ]);
   });
 
   it('is readable in a narrow window', async () => {

@@ -43,6 +43,8 @@ const eventHeaderDocs: Record<string, string> = {
   [EVENT_HEADERS.eventType]: 'The envelope event_type',
   [EVENT_HEADERS.idempotencyKey]: 'The envelope idempotency_key, when it has one',
   [EVENT_HEADERS.deliveryAttempt]: "The provider's attempt number (X-Webhook-Retry), when it sent one",
+  [EVENT_HEADERS.orderedBy]:
+    '"occurred_at" when the source orders this resource type by occurred_at (the worker then compares times, not versions); absent: by version',
   [EVENT_HEADERS.reconcileTrigger]: 'Why a snapshot was pulled from the provider (gap, unseen, quarantine, operator)',
   [EVENT_HEADERS.traceparent]: 'W3C trace context of the ingress publish span (when tracing is on)',
   [EVENT_HEADERS.tracestate]: 'W3C trace state, carried on with traceparent',
