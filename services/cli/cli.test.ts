@@ -78,6 +78,8 @@ describe('runCli dispatch and usage errors (exit 2)', () => {
 
 describe('bridge send, in process, against a stand-in ingress', () => {
   const SECRET = 'a-body-only-secret-of-32-bytes!!';
+  // Each source its own secret: the sources file refuses two sources sharing one.
+  const PROV_SECRET = 'an-hmac-sha256-secret-of-32-byte';
   let dir: string;
   let env: Record<string, string>;
   let server: Server;
@@ -91,12 +93,12 @@ describe('bridge send, in process, against a stand-in ingress', () => {
       JSON.stringify({
         sources: [
           { id: 'gh', scheme: 'hmac-sha256-body', secrets: [{ id: 'b1', env: 'SEND_UNIT_SECRET' }], tenants: ['tenant_acme'] },
-          { id: 'prov', scheme: 'hmac-sha256', secrets: [{ id: 'k1', env: 'SEND_UNIT_SECRET' }], tenants: ['tenant_acme'] },
+          { id: 'prov', scheme: 'hmac-sha256', secrets: [{ id: 'k1', env: 'SEND_UNIT_PROV_SECRET' }], tenants: ['tenant_acme'] },
         ],
       }),
     );
     writeFileSync(path.join(dir, 'event.json'), '{"event_id":"evt_unit_1", "tenant_id":"tenant_acme"}');
-    env = { WEBHOOK_SOURCES_FILE: path.join(dir, 'sources.json'), SEND_UNIT_SECRET: SECRET };
+    env = { WEBHOOK_SOURCES_FILE: path.join(dir, 'sources.json'), SEND_UNIT_SECRET: SECRET, SEND_UNIT_PROV_SECRET: PROV_SECRET };
     server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -107,7 +109,7 @@ describe('bridge send, in process, against a stand-in ingress', () => {
         const header = (name: string | undefined) => (name === undefined ? undefined : (req.headers[name] as string | undefined));
         const result = verifySignature({
           scheme,
-          secrets: [{ id: 'b1', value: SECRET }],
+          secrets: [{ id: 'b1', value: scheme === 'hmac-sha256-body' ? SECRET : PROV_SECRET }],
           headers: { id: header(names.id), timestamp: header(names.timestamp), signature: header(names.signature) },
           rawBody: body,
           now: Math.floor(Date.now() / 1000),

@@ -91,7 +91,7 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
     }),
     inflightBodyBytes: new Gauge({
       name: 'webhook_inflight_body_bytes',
-      help: 'Request body bytes buffered right now across requests (declared lengths are counted when reading starts)',
+      help: 'Request body bytes buffered right now across requests (counted as they arrive)',
       registers,
       collect() {
         if (readings) this.set(readings.inflightBodyBytes());

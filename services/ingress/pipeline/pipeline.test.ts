@@ -258,6 +258,10 @@ describe('preflight', () => {
     expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ 'demo|missing_header': 1 });
     expect((await run('nobody', request)).answer).toMatchObject({ status: 401, body: answer.body });
     expect((await run('demo-std', signed('demo'))).answer).toMatchObject({ status: 401, reason: 'missing_header', body: answer.body });
+    // The same work as for an unknown id: the stand-in's checks and its HMAC over the body.
+    const delivery = preflight(options, 'demo-std', signed('demo').headers, true, false);
+    expect(delivery).toMatchObject({ known: true, otherScheme: true });
+    expect((delivery as Delivery).source).toBe(options.sources.unknown);
   });
 
   it('an empty required header counts as missing', async () => {

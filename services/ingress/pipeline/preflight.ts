@@ -5,6 +5,7 @@ import {
   SIGNATURE_SCHEMES,
   TIMESTAMP_FORMS,
   type SignatureHeaderNames,
+  type SignatureScheme,
 } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
@@ -66,8 +67,9 @@ export interface Delivery {
   source: WebhookSource;
   /** false: `source` is the directory's stand-in for an id nobody configured. */
   known: boolean;
+  /** A configured source, sent another scheme's headers: `source` is the stand-in, and verify refuses it. */
+  otherScheme: boolean;
   names: SignatureHeaderNames;
-  /** The source's own scheme's headers; '' when the request carries another scheme's (verify refuses it). */
   id: string;
   /** Absent for a scheme that signs no timestamp. */
   timestamp: string | undefined;
@@ -108,10 +110,13 @@ export function preflight(
   const headerProblem = signatureHeadersProblem(headers, bodyUnbounded) ?? malformedTimestamp(headers, bodyUnbounded);
   if (headerProblem !== undefined) return headerProblem;
 
-  const source = options.sources.lookup(sourceId);
+  const configured = options.sources.lookup(sourceId);
+  // A complete set of another scheme's headers goes through exactly what an unknown id does (the
+  // stand-in's checks, the body read, its HMAC) and verify refuses it (missing_header, 401): the
+  // same answer after the same work.
+  const otherScheme = configured !== options.sources.unknown && !hasHeadersOf(headers, configured.scheme);
+  const source = otherScheme ? options.sources.unknown : configured;
   const names = SIGNATURE_HEADERS[source.scheme];
-  // A complete set of another scheme's headers: verify refuses it (missing_header, 401) after the
-  // body is read, exactly as an unknown id is refused.
   const id = idHeader(headers, names.id).value ?? '';
   const timestamp = names.timestamp === undefined ? undefined : (singleHeader(headers, names.timestamp).value ?? '');
   const signature = singleHeader(headers, names.signature).value ?? '';
@@ -125,7 +130,8 @@ export function preflight(
 
   return {
     source,
-    known: source !== options.sources.unknown,
+    known: configured !== options.sources.unknown,
+    otherScheme,
     names,
     id,
     timestamp,
@@ -169,9 +175,7 @@ function signatureHeadersProblem(headers: RequestHeaders, bodyUnbounded: boolean
   }
   let closest: string[] | undefined;
   for (const scheme of SIGNATURE_SCHEMES) {
-    const names = SIGNATURE_HEADERS[scheme];
-    const required = [names.id, ...(names.timestamp === undefined ? [] : [names.timestamp]), names.signature];
-    const missing = required.filter((name) => !present(name === names.id ? idHeader(headers, name) : singleHeader(headers, name)));
+    const missing = missingHeadersOf(headers, scheme);
     if (missing.length === 0) return undefined;
     if (closest === undefined || missing.length < closest.length) closest = missing;
   }
@@ -192,6 +196,17 @@ function malformedTimestamp(headers: RequestHeaders, bodyUnbounded: boolean): Re
     return { kind: 'malformed_timestamp', header: name, forms, bodyUnbounded };
   }
   return undefined;
+}
+
+/** The scheme's required headers the request lacks (absent or empty), in the scheme's order. */
+function missingHeadersOf(headers: RequestHeaders, scheme: SignatureScheme): string[] {
+  const names = SIGNATURE_HEADERS[scheme];
+  const required = [names.id, ...(names.timestamp === undefined ? [] : [names.timestamp]), names.signature];
+  return required.filter((name) => !present(name === names.id ? idHeader(headers, name) : singleHeader(headers, name)));
+}
+
+function hasHeadersOf(headers: RequestHeaders, scheme: SignatureScheme): boolean {
+  return missingHeadersOf(headers, scheme).length === 0;
 }
 
 function present(header: HeaderResult): boolean {

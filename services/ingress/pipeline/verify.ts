@@ -36,6 +36,8 @@ export function verify(
     toleranceSeconds: source.toleranceSeconds,
   });
   if (!delivery.known) return UNKNOWN_SOURCE;
+  // Checked against the stand-in, as an unknown id is; counted as what it is for this source.
+  if (delivery.otherScheme) return SIGNATURE_REJECTIONS.missing_header;
   if (verified.clockSkewSeconds !== undefined) metrics.clockSkew.observe({ source: source.id }, verified.clockSkewSeconds);
   // The reason goes to logs and metrics only: telling the caller would help a forger.
   if (!verified.ok) return SIGNATURE_REJECTIONS[verified.reason];
