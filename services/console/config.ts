@@ -24,6 +24,8 @@ const consoleEnv = z
     CONSOLE_HTTPS: z.stringbool().default(false),
     /** Set by infra/dev.env: the public dev operator token is accepted (on loopback only). */
     CONSOLE_DEV: z.stringbool().default(false),
+    /** Warn about dead letters this many days before the DLQ topic's retention deletes them. */
+    CONSOLE_DLQ_EXPIRY_WARNING_DAYS: z.coerce.number().positive().default(7),
   })
   .and(kafkaEnv)
   .and(databaseEnv)
@@ -51,7 +53,11 @@ export interface ConsoleConfig {
   signInToRead?: boolean;
   /** Served over HTTPS by a proxy in front (CONSOLE_HTTPS). */
   https?: boolean;
+  /** How long before a dead letter's deletion the console warns (CONSOLE_DLQ_EXPIRY_WARNING_DAYS). */
+  dlqExpiryWarningMs?: number;
 }
+
+export const DEFAULT_DLQ_EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
 
 /** The public token infra/dev.env gives `npm start`: anyone can read it in the repository. */
 export const PUBLIC_DEV_OPERATOR_TOKEN = 'dev-operator-token-change-me';
@@ -95,5 +101,6 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
       .filter((h) => h !== ''),
     signInToRead,
     https: c.CONSOLE_HTTPS,
+    dlqExpiryWarningMs: c.CONSOLE_DLQ_EXPIRY_WARNING_DAYS * 24 * 3600 * 1000,
   };
 }

@@ -9,8 +9,9 @@ import type http from 'node:http';
 import express, { type Request, type Response } from 'express';
 import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { inboxKeyOf, latestPerEvent } from '#domain/operations/dlq-records.ts';
-import { replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import { inboxKeyOf, latestPerEvent, type DlqEntry } from '#domain/operations/dlq-records.ts';
+import { inboxStatuses, replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import { parseCursor } from '#domain/operations/dlq-window.ts';
 import { selectPulls } from '#domain/store/reconcile-pulls.ts';
 import {
   createEventsPublisher,
@@ -26,6 +27,7 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import type { ConsoleConfig } from './config.ts';
 import { query } from './html.ts';
+import { consoleMetrics } from './metrics.ts';
 import {
   allowedHostNames,
   hostNameOf,
@@ -49,7 +51,16 @@ import {
 } from './pages/reconcile.ts';
 import { resourcePage } from './pages/resource.ts';
 import { refusedPage, searchPage, signInPage } from './pages/search.ts';
-import { filterDlq, loadDlq, loadOverview, loadResource, search, waitForInboxOutcome, type ConsoleClients } from './readers.ts';
+import {
+  loadDlqExpiry,
+  loadDlqPage,
+  loadDlqRecords,
+  loadOverview,
+  loadResource,
+  search,
+  waitForInboxOutcome,
+  type ConsoleClients,
+} from './readers.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -70,6 +81,8 @@ export interface ConsoleHandle {
 
 /** How long a replay from the page waits for outcomes before it answers. */
 const REPLAY_WAIT_MS = 30_000;
+/** Replay of all that match a filter: at most this many records, found reading at most this many. */
+const REPLAY_BY_FILTER = { limit: 1000, scanBudget: 20_000 } as const;
 /** How long a reconcile from the page waits for the worker to settle the published event. */
 const RECONCILE_WAIT_MS = 30_000;
 
@@ -173,6 +186,17 @@ export async function startConsole(
   const app = express();
   app.disable('x-powered-by');
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  // Counts only, no event data: open to a scraper, whatever Host it uses.
+  const metrics = consoleMetrics(() => loadDlqExpiry(clients, config));
+  app.get('/metrics', (_req, res) => {
+    metrics
+      .metrics()
+      .then((text) => void res.type(metrics.contentType).send(text))
+      .catch((error: unknown) => {
+        logger.error({ err: error }, 'metrics failed');
+        res.status(500).end();
+      });
+  });
   app.use((req, res, next) => {
     const name = hostNameOf(req.headers.host);
     if (name === undefined) return void res.status(400).type('text').send('a Host header is required\n');
@@ -276,9 +300,14 @@ export async function startConsole(
     route(async (req, res) => {
       const filterText = filterTextOf(req.query as Record<string, unknown>);
       const { filter, error } = parseFilter(filterText);
-      const view = await loadDlq(clients, config);
-      const selected = view.entries.ok ? filterDlq(view.entries.value, filter) : [];
-      send(res, dlqListPage(ctxOf(req), filterText, selected, view, error));
+      const beforeText = text(req.query.before);
+      const before = beforeText === undefined ? undefined : parseCursor(beforeText);
+      if (error || (beforeText !== undefined && before === undefined)) {
+        const problem = error ?? 'before must be partition:offset pairs, as the Older link gives';
+        return void send(res, dlqListPage(ctxOf(req), filterText, undefined, config.names.dlq, problem), 400);
+      }
+      const view = await loadDlqPage(clients, config, filter, before);
+      send(res, dlqListPage(ctxOf(req), filterText, view, config.names.dlq));
     }),
   );
 
@@ -286,9 +315,8 @@ export async function startConsole(
     '/dlq/record',
     route(async (req, res) => {
       const refText = text(req.query.ref) ?? '';
-      const view = await loadDlq(clients, config);
-      const matches = view.entries.ok ? view.entries.value.filter((e) => `${e.partition}:${e.offset}` === refText) : [];
-      send(res, dlqRecordPage(ctxOf(req), refText, matches, view), view.entries.ok && matches.length === 0 ? 404 : 200);
+      const [view, expiry] = await Promise.all([loadDlqRecords(clients, config, [refText]), loadDlqExpiry(clients, config)]);
+      send(res, dlqRecordPage(ctxOf(req), refText, view, expiry), view.entries.ok && view.entries.value.length === 0 ? 404 : 200);
     }),
   );
 
@@ -352,22 +380,33 @@ export async function startConsole(
       }
       const body = req.body as Record<string, unknown>;
       const confirm = body.confirm === 'yes';
-      const view = await loadDlq(clients, config);
-      if (!view.entries.ok) return void send(res, refusedPage(ctxOf(req), view.entries.problem), 503);
-      let refs: string[];
+      let entries: DlqEntry[];
       if (body.scope === 'filter') {
         const { filter, error } = parseFilter(filterTextOf(body, 'filter_'));
         if (error) return void send(res, refusedPage(ctxOf(req), error), 400);
-        refs = filterDlq(view.entries.value, filter).map((e) => `${e.partition}:${e.offset}`);
+        // All that match in the time window, read at most to a bound: a wider window is narrowed first.
+        const view = await loadDlqPage(clients, config, filter, undefined, REPLAY_BY_FILTER);
+        if (!view.window.ok) return void send(res, refusedPage(ctxOf(req), view.window.problem), 503);
+        if (view.window.value.next !== undefined)
+          return void send(
+            res,
+            refusedPage(
+              ctxOf(req),
+              `More than ${REPLAY_BY_FILTER.limit} records match, or the time window holds more than ${REPLAY_BY_FILTER.scanBudget}: narrow since and until, or replay the selected records.`,
+            ),
+            400,
+          );
+        entries = view.window.value.entries;
       } else {
-        refs = list(body.ref);
+        const read = await loadDlqRecords(clients, config, list(body.ref));
+        if (!read.entries.ok) return void send(res, refusedPage(ctxOf(req), read.entries.problem), 503);
+        entries = read.entries.value;
       }
-      const wanted = new Set(refs);
-      const toReplay = latestPerEvent(view.entries.value.filter((e) => wanted.has(`${e.partition}:${e.offset}`)));
+      const toReplay = latestPerEvent(entries);
       const plan = replayPlan(toReplay);
       const replayRefs = plan.map((p) => p.from);
       if (!confirm) {
-        const statuses = view.statuses.ok ? view.statuses.value : undefined;
+        const statuses = await inboxStatuses(clients.pool, toReplay).catch(() => undefined);
         const byRef = new Map(
           toReplay.flatMap((e) => {
             const s = statuses?.get(inboxKeyOf(e) ?? '');

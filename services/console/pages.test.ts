@@ -31,6 +31,7 @@ describe('HTML escaping', () => {
           tenant_id: evil,
           event_id: evil,
           idempotency_key: evil,
+          trace_id: evil,
           resource_type: 'theme',
           resource_id: evil,
           resource_version: '1',

@@ -2,8 +2,17 @@
 // ingress's metrics) does not answer comes back as a problem to show, never as a crash.
 import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { filterEntries, type DlqEntry } from '#domain/operations/dlq-records.ts';
-import { inboxStatuses, readDlq, type InboxStatus } from '#domain/operations/dlq-replay.ts';
+import { entryReason, type DlqEntry } from '#domain/operations/dlq-records.ts';
+import { inboxStatuses, type InboxStatus } from '#domain/operations/dlq-replay.ts';
+import {
+  dlqExpiry,
+  readDlqRecords,
+  readDlqWindow,
+  type DlqCursor,
+  type DlqExpiry,
+  type DlqReadClients,
+  type DlqWindow,
+} from '#domain/operations/dlq-window.ts';
 import { retryWaiting, type RetryTopicWaiting } from '#domain/operations/retry-waiting.ts';
 import { resourceTrace, type ResourceTrace } from '#domain/operations/trace.ts';
 import { selectInboxStatuses } from '#domain/store/inbox.ts';
@@ -23,7 +32,7 @@ import { groupLag, type LagRow } from '#plumbing/kafka/lag.ts';
 import { headerText } from '#plumbing/kafka/headers.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import type { ConsoleConfig } from './config.ts';
+import { DEFAULT_DLQ_EXPIRY_WARNING_MS, type ConsoleConfig } from './config.ts';
 import { fetchIngressAnswers } from './ingress-answers.ts';
 import { redactedJsonText, redactJson } from './redact.ts';
 
@@ -46,6 +55,9 @@ export interface ConsoleClients {
   logger: Logger;
 }
 
+/** The overview's counts by outcome cover this many hours (a window: never a count of the whole inbox). */
+export const TOTALS_HOURS = 24;
+
 export interface Overview {
   minutes: number;
   perMinute: Part<OutcomeMinuteRow[]>;
@@ -60,7 +72,7 @@ export async function loadOverview(clients: ConsoleClients, config: ConsoleConfi
   const { pool } = clients;
   const [perMinute, totals, ingress, outbox, kafkaParts] = await Promise.all([
     part('Postgres', () => selectOutcomesPerMinute(pool, minutes)),
-    part('Postgres', () => selectStatusCounts(pool)),
+    part('Postgres', () => selectStatusCounts(pool, TOTALS_HOURS)),
     part(`ingress metrics at ${config.ingressMetricsUrl}`, () => fetchIngressAnswers(config.ingressMetricsUrl)),
     part('Postgres', async () => ({
       unpublished: await countUnpublishedOutbox(pool),
@@ -68,8 +80,10 @@ export async function loadOverview(clients: ConsoleClients, config: ConsoleConfi
     })),
     part('Kafka', () =>
       clients.withAdmin(async (admin) => {
-        const lag = await groupLag(admin, config.group, config.names.events);
-        const retries = await retryWaiting({ kafka: clients.kafka, admin }, config.group, config.names.retries);
+        const [lag, retries] = await Promise.all([
+          groupLag(admin, config.group, config.names.events),
+          retryWaiting({ kafka: clients.kafka, admin }, config.group, config.names.retries),
+        ]);
         return { lag, retries };
       }),
     ),
@@ -135,38 +149,75 @@ export function entrySource(entry: DlqEntry): string | null {
   return headerText(entry.headers, EVENT_HEADERS.source) ?? null;
 }
 
-/** The console's DLQ filter: the CLI's (reason, since) plus source, tenant and an upper bound. */
-export function filterDlq(entries: DlqEntry[], filter: DlqFilterInput): DlqEntry[] {
-  return filterEntries(entries, {
-    ...(filter.reason ? { reason: filter.reason } : {}),
-    ...(filter.since !== undefined ? { since: filter.since } : {}),
-  }).filter(
-    (e) =>
-      (!filter.source || entrySource(e) === filter.source) &&
-      (!filter.tenant || e.tenantId === filter.tenant) &&
-      (filter.until === undefined || (e.info ? e.info.deadLetteredAt.getTime() : e.timestamp) <= filter.until),
-  );
-}
-
 export interface DlqView {
   topic: string;
-  entries: Part<DlqEntry[]>;
-  /** Every record's inbox status (keyed by tenant-scoped event key); absent when Postgres does not answer. */
+  window: Part<DlqWindow>;
+  /** The shown records' inbox statuses (keyed by tenant-scoped event key); absent when Postgres does not answer. */
   statuses: Part<Map<string, InboxStatus>>;
+  /** Dead letters the broker may delete soon (they can no longer be replayed once gone). */
+  expiry: Part<DlqExpiry>;
 }
 
-export async function loadDlq(clients: ConsoleClients, config: ConsoleConfig): Promise<DlqView> {
-  const entries = await part('Kafka', () =>
-    clients.withAdmin(async (admin) => {
-      const read = await readDlq({ kafka: clients.kafka, admin, names: config.names }, 'bridge-console-dlq');
-      if (!read) throw new Error(`DLQ topic ${config.names.dlq} does not exist`);
-      return read.entries;
-    }),
+/** Records per DLQ page, and records read at most to find them: a page's cost whatever the DLQ's size. */
+export const DLQ_PAGE = { limit: 100, scanBudget: 3000 } as const;
+
+export function dlqMatcher(filter: DlqFilterInput): (e: DlqEntry) => boolean {
+  return (e) =>
+    (!filter.reason || entryReason(e) === filter.reason) &&
+    (!filter.source || entrySource(e) === filter.source) &&
+    (!filter.tenant || e.tenantId === filter.tenant);
+}
+
+async function statusesOf(clients: ConsoleClients, entries: Part<DlqEntry[]>): Promise<Part<Map<string, InboxStatus>>> {
+  return entries.ok ? part('Postgres', () => inboxStatuses(clients.pool, entries.value)) : { ok: false, problem: 'no DLQ records read' };
+}
+
+function withDlq<T>(clients: ConsoleClients, config: ConsoleConfig, read: (c: DlqReadClients) => Promise<T>): Promise<T> {
+  return clients.withAdmin(async (admin) => {
+    if (!(await admin.listTopics()).includes(config.names.dlq)) throw new Error(`DLQ topic ${config.names.dlq} does not exist`);
+    return read({ kafka: clients.kafka, admin, topic: config.names.dlq, groupPrefix: 'bridge-console-dlq' });
+  });
+}
+
+export async function loadDlqPage(
+  clients: ConsoleClients,
+  config: ConsoleConfig,
+  filter: DlqFilterInput,
+  before: DlqCursor | undefined,
+  page: { limit: number; scanBudget: number } = DLQ_PAGE,
+): Promise<DlqView> {
+  // One admin client and one topic check for both: each is a round trip to the broker.
+  const both = await part('Kafka', () =>
+    withDlq(clients, config, (c) =>
+      Promise.all([
+        part('Kafka', () => readDlqWindow(c, { since: filter.since, until: filter.until, before, match: dlqMatcher(filter), ...page })),
+        part('Kafka', () => dlqExpiry(c.admin, c.topic, config.dlqExpiryWarningMs ?? DEFAULT_DLQ_EXPIRY_WARNING_MS)),
+      ]),
+    ),
   );
-  const statuses = entries.ok
-    ? await part('Postgres', () => inboxStatuses(clients.pool, entries.value))
-    : ({ ok: false, problem: 'no DLQ records read' } as const);
-  return { topic: config.names.dlq, entries, statuses };
+  const [window, expiry] = both.ok ? both.value : [both, both];
+  const statuses = await statusesOf(clients, window.ok ? { ok: true, value: window.value.entries } : window);
+  return { topic: config.names.dlq, window, statuses, expiry };
+}
+
+export function loadDlqExpiry(clients: ConsoleClients, config: ConsoleConfig): Promise<Part<DlqExpiry>> {
+  return part('Kafka', () =>
+    withDlq(clients, config, (c) => dlqExpiry(c.admin, c.topic, config.dlqExpiryWarningMs ?? DEFAULT_DLQ_EXPIRY_WARNING_MS)),
+  );
+}
+
+/** Exactly these records (refs `partition:offset`), with their inbox statuses. */
+export async function loadDlqRecords(
+  clients: ConsoleClients,
+  config: ConsoleConfig,
+  refs: string[],
+): Promise<{ topic: string; entries: Part<DlqEntry[]>; statuses: Part<Map<string, InboxStatus>> }> {
+  const parsed = refs.flatMap((r) => {
+    const m = /^(\d{1,6}):(\d{1,19})$/.exec(r);
+    return m ? [{ partition: Number(m[1]), offset: BigInt(m[2]!) }] : [];
+  });
+  const entries = await part('Kafka', () => withDlq(clients, config, (c) => readDlqRecords(c, parsed)));
+  return { topic: config.names.dlq, entries, statuses: await statusesOf(clients, entries) };
 }
 
 export async function search(clients: ConsoleClients, term: string): Promise<Part<SearchHitRow[]>> {

@@ -1,7 +1,8 @@
 import { deadLetteredAt, entryReason, headersAsText, inboxKeyOf, type DlqEntry } from '#domain/operations/dlq-records.ts';
 import type { InboxStatus, ReplayOutcome, ReplayPlanRow } from '#domain/operations/dlq-replay.ts';
 import { html, query, type SafeHtml } from '../html.ts';
-import { entrySource, type DlqFilterInput, type DlqView } from '../readers.ts';
+import { entrySource, type DlqFilterInput, type DlqView, type Part } from '../readers.ts';
+import { formatCursor, type DlqExpiry } from '#domain/operations/dlq-window.ts';
 import { redactedBody, redactHeaders } from '../redact.ts';
 import { page, problems, type PageContext } from './layout.ts';
 
@@ -46,34 +47,68 @@ function replayNote(ctx: PageContext): SafeHtml {
   return html``;
 }
 
+/** When the broker may delete this record (retention counts from the record's timestamp). */
+function expiresAt(e: DlqEntry, expiry: DlqExpiry | undefined): number | undefined {
+  return expiry?.retentionMs === undefined ? undefined : e.timestamp + expiry.retentionMs;
+}
+
+function expiringSoon(e: DlqEntry, expiry: DlqExpiry | undefined): boolean {
+  const at = expiresAt(e, expiry);
+  return at !== undefined && expiry !== undefined && at - Date.now() <= expiry.warnMs;
+}
+
+const days = (ms: number) => `${Math.round((ms / 86_400_000) * 10) / 10} days`;
+
+/** The warning that dead letters are about to become unreplayable; nothing when none are. */
+export function expiryWarning(expiry: Part<DlqExpiry>): SafeHtml {
+  if (!expiry.ok || expiry.value.retentionMs === undefined || expiry.value.expiring === 0) return html``;
+  const e = expiry.value;
+  return html`<p class="problem" role="alert" data-testid="dlq-expiry">
+    <strong>${e.expiring}</strong> dead letter(s) were written before ${new Date(e.writtenBefore!).toISOString()}: the broker deletes them
+    once they are ${days(e.retentionMs!)} old (the topic's retention.ms), within ${days(e.warnMs)} or sooner, and a deleted dead letter can
+    no longer be replayed. Replay what you need first (<a href="/dlq${query({ until: new Date(e.writtenBefore!).toISOString() })}"
+      >show them</a
+    >).
+  </p>`;
+}
+
 export function dlqListPage(
   ctx: PageContext,
   filterText: DlqFilterText,
-  selected: DlqEntry[],
-  view: DlqView,
+  view: DlqView | undefined,
+  topic: string,
   filterError?: string,
 ): string {
-  const statuses = view.statuses.ok ? view.statuses.value : undefined;
-  const all = view.entries.ok ? view.entries.value : [];
-  const reasons = [...new Set(all.map(entryReason))].sort();
+  const window = view?.window.ok ? view.window.value : undefined;
+  const statuses = view?.statuses.ok ? view.statuses.value : undefined;
+  const expiry = view?.expiry.ok ? view.expiry.value : undefined;
+  const selected = window?.entries ?? [];
+  const reasons = [...new Set(selected.map(entryReason))].sort();
   const canAct = ctx.actionsEnabled && ctx.operator !== undefined;
-  const body = html` ${problems([view.entries.ok ? undefined : view.entries.problem, view.entries.ok && !view.statuses.ok ? view.statuses.problem : undefined])}
-    ${filterError ? html`<p class="problem" role="alert">${filterError}</p>` : ''}
+  const older = window?.next ? `/dlq${query({ ...filterText, before: formatCursor(window.next) })}` : undefined;
+  const body = html` ${problems([
+      view && !view.window.ok ? view.window.problem : undefined,
+      view && view.window.ok && !view.statuses.ok ? view.statuses.problem : undefined,
+      view && !view.expiry.ok ? view.expiry.problem : undefined,
+    ])}
+    ${view ? expiryWarning(view.expiry) : ''} ${filterError ? html`<p class="problem" role="alert">${filterError}</p>` : ''}
     <form method="get" action="/dlq" class="fields" aria-label="Filter">
-      <label
-        >reason
-        <select name="reason">
-          <option value="">any</option>
-          ${reasons.map((r) => html`<option ${r === filterText.reason ? html`selected` : ''}>${r}</option>`)}
-        </select>
-      </label>
+      <label>reason <input name="reason" list="dlq-reasons" value="${filterText.reason ?? ''}" /></label>
+      <datalist id="dlq-reasons">${reasons.map((r) => html`<option value="${r}"></option>`)}</datalist>
       <label>source <input name="source" value="${filterText.source ?? ''}" /></label>
       <label>tenant <input name="tenant" value="${filterText.tenant ?? ''}" /></label>
       <label>since <input name="since" value="${filterText.since ?? ''}" placeholder="2026-01-31T00:00:00Z" /></label>
       <label>until <input name="until" value="${filterText.until ?? ''}" placeholder="2026-02-01T00:00:00Z" /></label>
       <button type="submit">Filter</button>
     </form>
-    <p data-testid="dlq-count"><strong>${selected.length}</strong> of ${all.length} records on <code>${view.topic}</code></p>
+    ${
+      window
+        ? html`<p data-testid="dlq-count">
+            <strong>${selected.length}</strong> matching record(s), newest first, of ${window.inWindow} in the time window (${window.total}
+            on <code>${topic}</code>; ${window.scanned} read for this page${window.next ? ', more are older' : ''}).
+          </p>`
+        : ''
+    }
     ${replayNote(ctx)}
     <form method="post" action="/dlq/replay" id="replay-form">
       ${actionHidden(ctx)}
@@ -96,7 +131,11 @@ export function dlqListPage(
           <tbody>
             ${selected.map(
               (e) =>
-                html`<tr data-ref="${ref(e)}" data-event-id="${e.eventId ?? ''}">
+                html`<tr
+                  data-ref="${ref(e)}"
+                  data-event-id="${e.eventId ?? ''}"
+                  ${expiringSoon(e, expiry) ? html`data-expiring="yes"` : ''}
+                >
                   <td>
                     <input
                       type="checkbox"
@@ -106,7 +145,9 @@ export function dlqListPage(
                       ${canAct ? '' : html`disabled`}
                     />
                   </td>
-                  <td>${new Date(deadLetteredAt(e)).toISOString()}</td>
+                  <td>
+                    ${new Date(deadLetteredAt(e)).toISOString()}${expiringSoon(e, expiry) ? html` <span class="status status-dead_lettered">expires soon</span>` : ''}
+                  </td>
                   <td><a href="/dlq/record${query({ ref: ref(e) })}">${ref(e)}</a></td>
                   <td><code>${e.eventId}</code></td>
                   <td>${e.tenantId}</td>
@@ -119,24 +160,40 @@ export function dlqListPage(
           </tbody>
         </table>
       </div>
+      ${older ? html`<p><a href="${older}" data-testid="dlq-older">Older records →</a></p>` : ''}
       <p>
         <button type="submit" name="scope" value="selected" ${canAct ? '' : html`disabled`}>Preview replay of the selected</button>
         <button type="submit" name="scope" value="filter" ${canAct && selected.length > 0 ? '' : html`disabled`}>
-          Preview replay of all ${selected.length} matching
+          Preview replay of all matching in this time window
         </button>
       </p>
     </form>`;
   return page('Dead letters', ctx, body);
 }
 
-export function dlqRecordPage(ctx: PageContext, refText: string, matches: DlqEntry[], view: DlqView): string {
+export function dlqRecordPage(
+  ctx: PageContext,
+  refText: string,
+  view: { topic: string; entries: Part<DlqEntry[]>; statuses: Part<Map<string, InboxStatus>> },
+  expiry: Part<DlqExpiry>,
+): string {
   const statuses = view.statuses.ok ? view.statuses.value : undefined;
+  const matches = view.entries.ok ? view.entries.value : [];
   const canAct = ctx.actionsEnabled && ctx.operator !== undefined;
   const body = html` ${problems([view.entries.ok ? undefined : view.entries.problem])}
-    ${view.entries.ok && matches.length === 0 ? html`<p role="status">No record ${refText} on ${view.topic}.</p>` : ''}
+    ${view.entries.ok && matches.length === 0 ? html`<p role="status">No record ${refText} on ${view.topic} (never written, or deleted by retention).</p>` : ''}
     ${matches.map((e) => {
       const headers = redactHeaders(headersAsText(e.headers));
+      const expires = expiresAt(e, expiry.ok ? expiry.value : undefined);
       return html`<section aria-label="${`record ${ref(e)}`}">
+        ${
+          expiringSoon(e, expiry.ok ? expiry.value : undefined)
+            ? html`<p class="problem" role="alert" data-testid="record-expiry">
+                The broker may delete this dead letter from ${new Date(expires!).toISOString()} (the DLQ's retention): replay it before then
+                or it can no longer be replayed.
+              </p>`
+            : ''
+        }
         <dl class="facts">
           <dt>record</dt>
           <dd>${view.topic} ${ref(e)}</dd>
@@ -150,6 +207,8 @@ export function dlqRecordPage(ctx: PageContext, refText: string, matches: DlqEnt
           <dd>${e.info?.attempt ?? '—'}</dd>
           <dt>dead-lettered</dt>
           <dd>${new Date(deadLetteredAt(e)).toISOString()}</dd>
+          <dt>deleted by retention from</dt>
+          <dd data-testid="expires">${expires === undefined ? 'never (no retention)' : new Date(expires).toISOString()}</dd>
           <dt>original</dt>
           <dd>
             ${e.info ? `${e.info.originalTopic}/${e.info.originalPartition}@${e.info.originalOffset} (failed on ${e.info.failedTopic})` : (e.problem ?? '')}

@@ -50,7 +50,7 @@ export function page(title: string, ctx: PageContext, body: SafeHtml): string {
           </nav>
           <form method="get" action="/search" role="search" class="inline">
             <label for="q-top" class="visually-hidden">Search</label>
-            <input id="q-top" name="q" placeholder="event id, idempotency key or resource" />
+            <input id="q-top" name="q" placeholder="event id, idempotency key, trace id or resource" />
             <button type="submit">Search</button>
           </form>
           <div class="who">${signedIn}</div>

@@ -49,7 +49,7 @@ export function overviewPage(ctx: PageContext, data: Overview, now = new Date())
           <tr>
             <th scope="col">outcome</th>
             <th scope="col">inbox statuses</th>
-            <th scope="col">all time</th>
+            <th scope="col">last 24 h</th>
             <th scope="col">last ${data.minutes} min</th>
           </tr>
         </thead>

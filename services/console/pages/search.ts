@@ -5,7 +5,7 @@ import { iso, page, problems, type PageContext } from './layout.ts';
 
 export function searchPage(ctx: PageContext, term: string, hits: Part<SearchHitRow[]> | undefined): string {
   const body = html` <form method="get" action="/search" class="fields" role="search">
-      <label>event id, idempotency key or resource (id or tenant/type/id) <input name="q" value="${term}" required /></label>
+      <label>event id, idempotency key, trace id or resource (id or tenant/type/id) <input name="q" value="${term}" required /></label>
       <button type="submit">Search</button>
     </form>
     ${hits && !hits.ok ? problems([hits.problem]) : ''}
@@ -23,6 +23,7 @@ export function searchPage(ctx: PageContext, term: string, hits: Part<SearchHitR
                   <th scope="col">version</th>
                   <th scope="col">status</th>
                   <th scope="col">idempotency key</th>
+                  <th scope="col">trace id</th>
                 </tr>
               </thead>
               <tbody>
@@ -44,6 +45,7 @@ export function searchPage(ctx: PageContext, term: string, hits: Part<SearchHitR
                       <td>${h.resource_version}</td>
                       <td>${h.status}</td>
                       <td>${h.idempotency_key}</td>
+                      <td>${h.trace_id ? html`<code>${h.trace_id}</code>` : ''}</td>
                     </tr>`,
                 )}
               </tbody>

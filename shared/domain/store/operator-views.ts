@@ -39,14 +39,23 @@ export interface StatusCountRow {
   count: number;
 }
 
-/** Every inbox row by status (all time). */
-export async function selectStatusCounts(client: Queryable): Promise<StatusCountRow[]> {
+/**
+ * Inbox rows first seen in the last `hours`, by status. A window, not all time: counting every row
+ * would read the whole table the worker writes to; this is a range of inbox_events_seen_at.
+ */
+export async function selectStatusCounts(client: Queryable, hours: number): Promise<StatusCountRow[]> {
   const { rows } = await client.query<StatusCountRow>({
     text: `
       SELECT status, count(*)::int AS count
-      FROM (SELECT status FROM inbox_events UNION ALL SELECT 'quarantined' FROM inbox_anomalies) AS seen
+      FROM (
+        SELECT status FROM inbox_events
+        WHERE COALESCE(received_at, first_seen_at) >= now() - make_interval(hours => $1)
+        UNION ALL
+        SELECT 'quarantined' FROM inbox_anomalies WHERE detected_at >= now() - make_interval(hours => $1)
+      ) AS seen
       GROUP BY status
       ORDER BY status`,
+    values: [hours],
   });
   return rows;
 }
@@ -63,22 +72,25 @@ export interface SearchHitRow {
   reason: string | null;
   received_at: Date | null;
   first_seen_at: Date;
-  /** What matched: event_id, idempotency_key or resource. */
+  trace_id: string | null;
+  /** What matched: event_id, idempotency_key, trace_id or resource. */
   matched: string;
 }
 
 /**
- * Inbox rows whose event id or idempotency key is `term`, or whose resource is `term` (its id, or
- * its key `<tenant>/<type>/<id>`); newest first, at most `limit`.
+ * Inbox rows whose event id, idempotency key or trace id is `term`, or whose resource is `term` (its
+ * id, or its key `<tenant>/<type>/<id>`); newest first, at most `limit`. Each form is an index
+ * (migration 0015 and inbox_events_resource), combined by a bitmap OR: no scan of the table.
  */
 export async function searchInbox(client: Queryable, term: string, limit: number): Promise<SearchHitRow[]> {
   const { rows } = await client.query<SearchHitRow>({
     text: `
       SELECT tenant_id, event_id, idempotency_key, resource_type, resource_id, resource_version, event_type, status, reason,
-             received_at, first_seen_at,
-             CASE WHEN event_id = $1 THEN 'event_id' WHEN idempotency_key = $1 THEN 'idempotency_key' ELSE 'resource' END AS matched
+             received_at, first_seen_at, trace_id,
+             CASE WHEN event_id = $1 THEN 'event_id' WHEN idempotency_key = $1 THEN 'idempotency_key'
+                  WHEN trace_id = $1 THEN 'trace_id' ELSE 'resource' END AS matched
       FROM inbox_events
-      WHERE event_id = $1 OR idempotency_key = $1 OR resource_id = $1
+      WHERE event_id = $1 OR idempotency_key = $1 OR resource_id = $1 OR trace_id = $1
          OR (tenant_id = split_part($1, '/', 1) AND resource_type = split_part($1, '/', 2) AND resource_id = split_part($1, '/', 3))
       ORDER BY COALESCE(received_at, first_seen_at) DESC, event_id
       LIMIT $2`,

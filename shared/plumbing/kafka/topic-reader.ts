@@ -30,6 +30,12 @@ export interface ReadRangeOptions {
   /** Fails when no progress is made for this long (default 30 s). */
   idleTimeoutMs?: number;
   groupPrefix?: string;
+  /**
+   * Bytes one fetch may bring per partition (kafkajs's default: 1 MiB). A reader of a few records
+   * sets it low, or every fetch decodes a megabyte per partition beyond its range; a record larger
+   * than this still comes (the broker always returns at least one batch).
+   */
+  maxBytesPerPartition?: number;
 }
 
 /** [from, to) per partition from watermarks; empty ranges are dropped. */
@@ -100,7 +106,13 @@ export async function readRange(options: ReadRangeOptions): Promise<{ read: numb
   const ranges = options.ranges.filter((r) => r.to > r.from);
   if (ranges.length === 0) return { read: 0 };
   const groupId = `${options.groupPrefix ?? 'bridge-reader'}-${randomUUID()}`;
-  const consumer = kafka.consumer({ groupId, sessionTimeout: 30_000, heartbeatInterval: 3000, allowAutoTopicCreation: false });
+  const consumer = kafka.consumer({
+    groupId,
+    sessionTimeout: 30_000,
+    heartbeatInterval: 3000,
+    allowAutoTopicCreation: false,
+    ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition }),
+  });
   // Copies: `from` moves as records are handled.
   const remaining = new Map(ranges.map((r) => [r.partition, { ...r }]));
   let read = 0;
