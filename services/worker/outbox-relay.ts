@@ -193,7 +193,7 @@ export class OutboxRelay {
   #heldBackSince: number | undefined;
   #cluster: string | null | undefined;
   #lastHeldBackWarning = 0;
-  /** The last pass found this relay leading: its producers were fenced as leader. */
+  /** The last pass found this relay leading (its producers fenced as leader). */
   #leading = false;
 
   readonly #sender: PartitionedSender | undefined;
@@ -321,12 +321,9 @@ export class OutboxRelay {
   async #pass(): Promise<Pass> {
     const { pool, producer, topic, batchSize, sendTimeoutMs, crashPoints, leadership } = this.#o;
     if (!(await leadership.hold())) {
-      this.#leading = false;
+      this.#stepDown();
       return { kind: 'not-leader' };
     }
-    // A leader newly in office fences with new producers: another leader may have bumped the
-    // epochs of the ones it held before.
-    if (!this.#leading) producer.refence('relay leadership acquired: fencing with new producers');
     this.#leading = true;
     // Fence, then confirm, then read. A relay that read first, froze past its leadership and then
     // initialised its transactional ids would fence the leader that took over meanwhile and commit
@@ -334,7 +331,7 @@ export class OutboxRelay {
     // is fenced in turn by any leader that starts after it read, and that leader re-reads.
     await producer.fence(sendTimeoutMs, 'relay_send_timeout', 'applied topic publish');
     if (!(await leadership.confirm())) {
-      this.#leading = false;
+      this.#stepDown();
       return { kind: 'not-leader' };
     }
     this.#more = false;
@@ -397,7 +394,7 @@ export class OutboxRelay {
       throw error;
     }
     if (!committed) {
-      this.#leading = false;
+      this.#stepDown();
       const lost = new Error('relay leadership lost before the commit');
       if (spans) for (const span of spans) endSpanWithError(span, lost);
       this.#o.logger.warn({ rows: rows.length }, 'outbox relay lost its leadership before the commit: the batch was aborted');
@@ -410,6 +407,15 @@ export class OutboxRelay {
     await recordOutboxBatch(pool, { last, records: rows.length, cluster });
     this.#o.onPublished?.(rows.length);
     return { kind: 'published', count: rows.length, cursor: { tx: last.tx, id: last.id } };
+  }
+
+  /**
+   * Leadership lost: the next time this relay leads it fences with new producers, since the
+   * leaders in between have bumped the epochs of the ones it holds.
+   */
+  #stepDown(): void {
+    if (this.#leading) this.#o.producer.refence('relay leadership lost');
+    this.#leading = false;
   }
 
   /** One producer span per row, child of its apply span (the context stored with the row). */
