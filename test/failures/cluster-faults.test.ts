@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
@@ -469,6 +469,10 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
         steps.push(line);
         console.error(`[cluster-faults] +${Math.round((Date.now() - started) / 1000)} s: ${line}`);
       };
+      let diagnosed = false;
+      onTestFailed(async () => {
+        if (!diagnosed) console.error(`[cluster-faults] failed; what the bridge shows:\n${await diagnosis()}`);
+      });
       streaming = true;
       monitoring = true;
       monitor = watchCommits();
@@ -541,6 +545,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
       } catch (error) {
         problems.push(`${(error as Error).message}: ${await applied()}/${ids.length} acknowledged events applied`);
         console.error(`[cluster-faults] not at zero lag; what the bridge shows:\n${await diagnosis()}`);
+        diagnosed = true;
       }
       const lagMs = Date.now() - stopAt;
       if (lagMs > LAG_BOUND_MS) problems.push(`zero lag ${lagMs} ms after the load stopped (bound ${LAG_BOUND_MS} ms)`);
