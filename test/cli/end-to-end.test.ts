@@ -42,6 +42,7 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       DEMO_STD_SECRET: devEnv.DEMO_STD_SECRET!,
       DEMO_BODY_SECRET: devEnv.DEMO_BODY_SECRET!,
       DEMO_STRICT_SECRET: devEnv.DEMO_STRICT_SECRET!,
+      DEMO_TIME_SECRET: devEnv.DEMO_TIME_SECRET!,
     };
     ingress = await startIngress({
       port: 0,

@@ -123,7 +123,14 @@ describe('ingress shutdown and start-up', () => {
     expect(run.output().stderr).not.toContain('one-secret-for-two-sources');
     // demo and demo-strict once shared DEMO_SECRET: a request signed for one verified for the other.
     expect(devEnv.DEMO_STRICT_SECRET).toBeTruthy();
-    expect(new Set([devEnv.DEMO_SECRET, devEnv.DEMO_STD_SECRET, devEnv.DEMO_BODY_SECRET, devEnv.DEMO_STRICT_SECRET]).size).toBe(4);
+    const devSecrets = [
+      devEnv.DEMO_SECRET,
+      devEnv.DEMO_STD_SECRET,
+      devEnv.DEMO_BODY_SECRET,
+      devEnv.DEMO_STRICT_SECRET,
+      devEnv.DEMO_TIME_SECRET,
+    ];
+    expect(new Set(devSecrets).size).toBe(5);
   });
 
   it('refuses to start when a secret the sources file names is missing', async () => {
