@@ -256,7 +256,7 @@ export function failures(v: SoakVerdicts): string[] {
     ...(v.drift.pass
       ? []
       : [
-          `POST -> applied p99 drifted ${v.drift.ratio.toFixed(2)}x (${v.drift.first.p99} ms over ${v.drift.first.count} requests -> ${v.drift.last.p99} ms over ${v.drift.last.count})`,
+          `POST -> applied p99 drifted ${v.drift.ratio.toFixed(2)}x (${v.drift.first.p99.toFixed(0)} ms over ${v.drift.first.count} requests -> ${v.drift.last.p99.toFixed(0)} ms over ${v.drift.last.count})`,
         ]),
     ...(v.rate.pass
       ? []
