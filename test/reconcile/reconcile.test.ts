@@ -153,11 +153,17 @@ describe('push, then pull', () => {
     expect(await metric('unseen', 'circuit_open')).toBeGreaterThanOrEqual(1);
     expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('open');
 
+    // The API recovers. The pulls that failed are owed (reconcile_pulls) and come back on the retry
+    // schedule: while any of them still failed, its retry could reopen the breaker after the cooldown.
+    for (const id of [slow, ...bad]) api.replies.set(`/flaky/${id}`, { status: 200, body: { version: 3, data: data('recovered') } });
     await new Promise((resolve) => setTimeout(resolve, 1600));
     const healed = freshId('ok');
     api.replies.set(`/flaky/${healed}`, { status: 200, body: { version: 9, data: data('healed') } });
     await post('flaky', event(healed, 2, 'updated'));
     await waitFor('healed v9 applied', async () => (await h.state(TENANT, healed))?.version === 9, 30_000);
+    expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('closed');
+    // The owed pulls, refused while the breaker was open, are pulled once it has closed.
+    for (const id of [slow, ...bad]) await waitFor(`${id} v3 applied`, async () => (await h.state(TENANT, id))?.version === 3, 30_000);
     expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('closed');
   });
 
