@@ -52,11 +52,25 @@ interface ConsumerState {
   joined: boolean;
   crashed: boolean;
   stopping: boolean;
+  /** Resolves when close() is called (with state.stopping already true). */
+  stopped: Promise<void>;
+  markStopping: () => void;
 }
 
 function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) | undefined): ConsumerState {
   const { consumer, logger } = parts;
-  const state: ConsumerState = { joined: false, crashed: false, stopping: false };
+  let markStopping = () => {};
+  const stopped = new Promise<void>((resolve) => (markStopping = resolve));
+  const state: ConsumerState = {
+    joined: false,
+    crashed: false,
+    stopping: false,
+    stopped,
+    markStopping: () => {
+      state.stopping = true;
+      markStopping();
+    },
+  };
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
     state.joined = true;
     logger.info({ member_id: e.payload.memberId, assignment: e.payload.memberAssignment }, 'joined consumer group');
@@ -73,14 +87,16 @@ function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) |
 
 /** Readiness: joined, not crashed, not stopping, the database answers, the relay runs. */
 async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayHandle): Promise<Readiness> {
-  // Stopping: 503 from the first moment of close(), without waiting for a database round trip.
-  if (state.stopping) return { ready: false, checks: { consumer_group: state.joined, consuming: 'shutting down' } };
-  let database: boolean | string = true;
-  try {
-    await ping(parts.pool);
-  } catch (error) {
-    database = (error as Error).message;
-  }
+  // Stopping: 503 from the first moment of close(), without waiting for a database round trip,
+  // also for a probe whose round trip had begun (a loaded database can take seconds to answer).
+  const shuttingDown = (): Readiness => ({ ready: false, checks: { consumer_group: state.joined, consuming: 'shutting down' } });
+  if (state.stopping) return shuttingDown();
+  const pinged = ping(parts.pool).then(
+    () => true,
+    (error: unknown) => (error as Error).message,
+  );
+  const database = await Promise.race([pinged, state.stopped.then(() => 'shutting down')]);
+  if (state.stopping) return shuttingDown();
   return {
     ready: state.joined && !state.crashed && database === true && relay.running,
     checks: { consumer_group: state.joined, database, outbox_relay: relay.running, consuming: true },
@@ -213,7 +229,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     healthy: () => !state.crashed,
     readiness: () => readiness(parts, state, runningRelay),
     close: () => {
-      state.stopping = true;
+      state.markStopping();
       closing ??= (async () => {
         // How long each step took, in the last line (the drain an orchestrator's grace period must cover).
         const steps: Record<string, number> = {};

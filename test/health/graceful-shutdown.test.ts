@@ -146,6 +146,10 @@ function watchListener(port: number) {
 /**
  * A request whose body is still on its way: headers and half the body now, the rest on `finish()`.
  * Started before SIGTERM, it is in flight during the drain, and must still be answered (and acked).
+ * It asks for 100 Continue, which node sends once it has parsed the headers: only then does the
+ * ingress hold the request. Without that wait, a loaded ingress may not have read the bytes yet
+ * when SIGTERM comes, and its shutdown closes the connection as idle (no request on it), which
+ * says nothing about the drain of requests in flight.
  */
 async function startSlowRequest(port: number) {
   const request = signedRequest({
@@ -156,25 +160,33 @@ async function startSlowRequest(port: number) {
   const socket = net.connect({ host: '127.0.0.1', port });
   await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
   let answer = '';
+  let failure: string | undefined;
   socket.on('data', (c: Buffer) => (answer += c.toString()));
+  socket.on('error', (error: NodeJS.ErrnoException) => (failure = error.code ?? error.message));
   const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
   const head = [
     `POST ${request.path} HTTP/1.1`,
     'host: 127.0.0.1',
     ...request.headers.map(([k, v]) => `${k}: ${v}`),
     `content-length: ${request.body.length}`,
+    'expect: 100-continue',
     '',
     '',
   ].join('\r\n');
   const half = Math.floor(request.body.length / 2);
   socket.write(head);
+  await waitFor('100 Continue: the ingress holds the request', async () => answer.startsWith(CONTINUE), 30_000);
   socket.write(request.body.subarray(0, half));
   return {
     eventId: request.eventId,
     finish: async () => {
       socket.write(request.body.subarray(half));
       await ended;
-      const [statusLine, ...headerLines] = answer.split('\r\n\r\n')[0]!.split('\r\n');
+      const final = answer.slice(CONTINUE.length);
+      if (!final.startsWith('HTTP/1.1 '))
+        throw new Error(`the slow request got no answer (socket: ${failure ?? 'closed'}): ${JSON.stringify(answer)}`);
+      const [statusLine, ...headerLines] = final.split('\r\n\r\n')[0]!.split('\r\n');
       const headers = Object.fromEntries(headerLines.map((l) => [l.split(':')[0]!.toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
       return { status: Number(statusLine!.split(' ')[1]), headers, at: performance.now() };
     },

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PoolClient } from 'pg';
+import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTopicsRetrying, waitFor, workerTestConfig } from '../worker/helpers.ts';
+
+// Regression: the worker's readiness answered 503 at once only to a probe that arrived after the
+// stop began. A probe already waiting on its database round trip (a loaded Postgres, a busy pool)
+// kept waiting for it, so the first probe after SIGTERM could take seconds or time out instead
+// of reading 503 (graceful-shutdown.test.ts, under load). The database is made slow to answer
+// here by holding every connection of the worker's pool.
+describe('worker readiness when the stop begins during a database round trip', () => {
+  const POOL_SIZE = 2;
+  let db: TestDatabase;
+  let worker: WorkerHandle | undefined;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const kafka = testKafka();
+    const { names } = await createTopicsRetrying(kafka);
+    worker = await startWorker(
+      workerTestConfig({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        eventsTopic: names.events,
+        appliedTopic: names.applied,
+        overrides: { databasePoolSize: POOL_SIZE },
+      }),
+      { onFailure: async () => 'handled' },
+    );
+    await waitFor('the worker ready', async () => (await worker!.readiness()).ready, 60_000);
+  });
+  afterAll(async () => {
+    await worker?.close();
+    await db?.drop();
+  });
+
+  it('answers not ready (shutting down) as soon as close() is called, not after the round trip', async () => {
+    const held: PoolClient[] = [];
+    try {
+      for (let i = 0; i < POOL_SIZE; i += 1) held.push(await worker!.pool.connect());
+      let answered = false;
+      const probe = worker!.readiness().finally(() => (answered = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered, 'the probe waits for the database').toBe(false);
+
+      const stopAt = performance.now();
+      const closing = worker!.close();
+      const answer = await probe;
+      const waited = performance.now() - stopAt;
+      expect(answer).toEqual({ ready: false, checks: { consumer_group: true, consuming: 'shutting down' } });
+      // Well inside the pool's connect timeout, which the unchanged code waited out.
+      expect(waited).toBeLessThan(1_000);
+      for (const client of held.splice(0)) client.release();
+      await closing;
+      worker = undefined;
+    } finally {
+      for (const client of held) client.release();
+    }
+  }, 60_000);
+});
