@@ -30,8 +30,8 @@ export default defineConfig({
       },
       {
         test: {
-          // Three brokers, two ingresses and three workers under crash faults: `npm run test:distributed`.
-          // Not in `npm test` yet: the relay can stall for minutes (docs/testing.md), which is open.
+          // Three brokers, two ingresses and three workers under crash faults, with a Postgres of its
+          // own. Last and alone in `npm test` (`npm run test:distributed` runs just this one).
           name: 'distributed',
           sequence: { groupOrder: 3 },
           include: ['test/failures/cluster-faults.test.ts'],

@@ -7,7 +7,11 @@ import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import type pg from 'pg';
+import { ensureDatabase } from '../../infra/postgres.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { migrate } from '#domain/store/migrate.ts';
+import { OwnPostgres } from './own-postgres.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { uniqueName } from '../helpers/names.ts';
@@ -142,7 +146,10 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
   let kafka: Kafka;
   let admin: Admin;
   let names: TopicNames;
-  let db: TestDatabase;
+  // A Postgres of its own (fsync on, as a deployment runs it): the relay reads below the server's
+  // snapshot xmin, so an open transaction of any other test on a shared server would stall it.
+  let own: OwnPostgres;
+  let db: { url: string; pool: pg.Pool };
   const groupId = uniqueName('cluster-applier');
   const ingresses: IngressProcess[] = [];
   const workers: WorkerProcess[] = [];
@@ -172,7 +179,12 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     admin = kafka.admin();
     await admin.connect();
     ({ names } = await createTopicsRetrying(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: EVENTS_PARTITIONS }));
-    db = await createTestDatabase();
+    own = new OwnPostgres(await freePort(), { fsync: true, maxConnections: 100 });
+    await own.init();
+    await own.start();
+    const url = await ensureDatabase(own.adminUrl, 'bridge');
+    db = { url, pool: createPool({ url, max: 5, applicationName: 'cluster-faults-test' }) };
+    await migrate(db.pool);
     const brokers = cluster.brokers.join(',');
     for (const name of ['ingress-a', 'ingress-b']) {
       const ingress = new IngressProcess(name, await freePort(), await freePort(), {
@@ -212,7 +224,8 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     await Promise.all(workers.map((w) => w.stop()));
     await Promise.all(ingresses.map((i) => i.stop()));
     await admin?.disconnect().catch(() => {});
-    await db?.drop();
+    await db?.pool.end();
+    await own?.destroy();
     await cluster.stop();
     cluster.wipe();
   }, 180_000);

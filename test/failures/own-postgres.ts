@@ -27,11 +27,13 @@ export class OwnPostgres {
   readonly #bin = findBinDir();
   readonly #asPostgres = process.getuid?.() === 0;
   readonly #fsync: boolean;
+  readonly #maxConnections: number;
 
   /** fsync: true for tests of crashes, where a commit must survive the server's death. */
-  constructor(port: number, options: { fsync?: boolean } = {}) {
+  constructor(port: number, options: { fsync?: boolean; maxConnections?: number } = {}) {
     this.port = port;
     this.#fsync = options.fsync ?? false;
+    this.#maxConnections = options.maxConnections ?? 60;
     this.dataDir = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-own-pg-')), 'data');
   }
 
@@ -59,7 +61,7 @@ export class OwnPostgres {
   }
 
   async start(): Promise<void> {
-    const options = `-p ${this.port} -k ${path.dirname(this.dataDir)} -c listen_addresses=127.0.0.1 -c fsync=${this.#fsync ? 'on' : 'off'} -c max_connections=60`;
+    const options = `-p ${this.port} -k ${path.dirname(this.dataDir)} -c listen_addresses=127.0.0.1 -c fsync=${this.#fsync ? 'on' : 'off'} -c max_connections=${this.#maxConnections}`;
     this.#run('pg_ctl', [
       '-D',
       this.dataDir,
