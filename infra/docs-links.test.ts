@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 // to a file that exists (and, into a markdown file, to a heading it has).
 const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 const README_MAX_LINES = 200;
+// A table row wider than this does not read as a table in an editor or a diff: make it a list.
+const TABLE_ROW_MAX_CHARS = 400;
 
 const docs = [
   'README.md',
@@ -102,6 +104,21 @@ describe('README.md and docs/', () => {
     expect(docs.length).toBeGreaterThan(1);
     const readme = linkTargets(readFileSync(path.join(repoRoot, 'README.md'), 'utf8')).map((l) => l.target);
     expect(readme.some((t) => t.startsWith('docs/'))).toBe(true);
+  });
+
+  const withResults = [
+    ...docs,
+    ...readdirSync(path.join(repoRoot, 'bench', 'results'))
+      .filter((f) => f.endsWith('.md'))
+      .sort()
+      .map((f) => `bench/results/${f}`),
+  ];
+  it.each(withResults)(`%s has no table row over ${TABLE_ROW_MAX_CHARS} characters`, (file) => {
+    const wide = outsideFences(readFileSync(path.join(repoRoot, file), 'utf8'))
+      .map((line, i) => ({ line: i + 1, chars: line.length, table: line.trimStart().startsWith('|') }))
+      .filter((l) => l.table && l.chars > TABLE_ROW_MAX_CHARS)
+      .map((l) => `line ${l.line}: ${l.chars} characters`);
+    expect(wide).toEqual([]);
   });
 
   it.each(docs)('every relative link in %s leads to an existing file (and heading)', (file) => {
