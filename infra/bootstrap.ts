@@ -55,23 +55,11 @@ export async function provideKafka(log: (line: string) => void): Promise<Provide
   };
 }
 
-/** ensureDatabase, when several commands start at once: one creates it, the others see it exists. */
-async function ensureDatabaseRacing(adminUrl: string, database: string): Promise<string> {
-  try {
-    return await ensureDatabase(adminUrl, database);
-  } catch (error) {
-    // 23505: the catalogue's unique index (CREATE DATABASE racing another); 42P04: duplicate_database.
-    const code = (error as { code?: string }).code;
-    if (code === '23505' || code === '42P04') return ensureDatabase(adminUrl, database);
-    throw error;
-  }
-}
-
 /** DATABASE_URL when set; else the local server, Docker or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
 export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
   const resolved = await resolvePostgres(log);
   const url =
-    resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabaseRacing(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
+    resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
   log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
   // resolvePostgres starts only Docker or embedded Postgres (a local cluster it starts with
   // pg_ctlcluster is the machine's own and stays up either way). An embedded Postgres stops with

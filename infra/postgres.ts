@@ -4,8 +4,10 @@ import path from 'node:path';
 import pg from 'pg';
 import { cacheDir } from './paths.ts';
 import { compose, dockerEngineAvailable } from './docker.ts';
+import { SQLSTATE, sqlstateOf } from '#domain/failures/sqlstate.ts';
 
 export const localServerUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
+const embeddedPort = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
 
 export interface ResolvedPostgres {
   /** A URL for a maintenance database (CREATE DATABASE works there). */
@@ -14,17 +16,22 @@ export interface ResolvedPostgres {
   stop: () => Promise<void>;
 }
 
-export async function canConnect(url: string, timeoutMs = 2000): Promise<boolean> {
+/** Why no session opens at `url` (the pg error), or undefined when one does. */
+async function connectError(url: string, timeoutMs: number): Promise<unknown> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
   try {
     await client.connect();
     await client.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
+    return undefined;
+  } catch (error) {
+    return error ?? new Error('connection failed');
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+export async function canConnect(url: string, timeoutMs = 2000): Promise<boolean> {
+  return (await connectError(url, timeoutMs)) === undefined;
 }
 
 async function waitFor(url: string, timeoutMs: number): Promise<boolean> {
@@ -53,8 +60,7 @@ function startInstalledCluster(log: (l: string) => void): boolean {
 export async function resolvePostgres(log: (l: string) => void = () => {}): Promise<ResolvedPostgres> {
   const noop = async () => {};
   if (process.env.DATABASE_URL) {
-    if (!(await canConnect(process.env.DATABASE_URL, 5000))) throw new Error('DATABASE_URL is set but Postgres does not answer there');
-    return { adminUrl: process.env.DATABASE_URL, origin: 'env', stop: noop };
+    return { adminUrl: await useDatabaseUrl(process.env.DATABASE_URL, log), origin: 'env', stop: noop };
   }
   if (await canConnect(localServerUrl)) return { adminUrl: localServerUrl, origin: 'local', stop: noop };
   if (startInstalledCluster(log) && (await waitFor(localServerUrl, 20_000))) {
@@ -69,7 +75,57 @@ export async function resolvePostgres(log: (l: string) => void = () => {}): Prom
   return startEmbedded(log);
 }
 
-const embeddedPort = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
+function serverOf(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(u.port || 5432) };
+}
+
+/**
+ * The servers the start commands already treat as theirs: the local one on 5432 (where they
+ * create `bridge`) and the embedded one. A database missing there is created, never elsewhere.
+ */
+export function devToolingOwns(url: string): boolean {
+  const { host, port } = serverOf(url);
+  return ['127.0.0.1', 'localhost', '::1'].includes(host) && (port === 5432 || port === embeddedPort);
+}
+
+/** What to say when the server answers but the database in `url` is not there (no password). */
+export function missingDatabaseMessage(url: string): string {
+  const { host, port } = serverOf(url);
+  const u = new URL(url);
+  const database = decodeURIComponent(u.pathname.slice(1));
+  const user = u.username ? ` -U ${decodeURIComponent(u.username)}` : '';
+  return (
+    `database "${database}" does not exist on ${host}:${port}; create it (createdb -h ${host} -p ${port}${user} ${database}) ` +
+    'or point DATABASE_URL at a database that exists'
+  );
+}
+
+/**
+ * DATABASE_URL once a session opens there. Postgres answering without the database (3D000) is
+ * told apart from Postgres not answering, and the database is created where `owns` says the
+ * server is the dev tooling's.
+ */
+export async function useDatabaseUrl(
+  url: string,
+  log: (l: string) => void,
+  owns: (url: string) => boolean = devToolingOwns,
+): Promise<string> {
+  const error = await connectError(url, 5000);
+  if (error === undefined) return url;
+  if (sqlstateOf(error) !== SQLSTATE.invalidCatalogName) {
+    const { host, port } = serverOf(url);
+    throw new Error(`DATABASE_URL is set but no session opens there (${host}:${port}): ${(error as Error).message}`, { cause: error });
+  }
+  if (!owns(url)) throw new Error(missingDatabaseMessage(url), { cause: error });
+  const database = decodeURIComponent(new URL(url).pathname.slice(1));
+  const { host, port } = serverOf(url);
+  // The start commands create their own database on these servers already; one named by
+  // DATABASE_URL is no different.
+  log(`creating database ${database} on ${host}:${port} (named by DATABASE_URL, missing)`);
+  await ensureDatabase(withDatabase(url, 'postgres'), database);
+  return url;
+}
 
 export async function startEmbedded(log: (l: string) => void): Promise<ResolvedPostgres> {
   const url = `postgres://postgres:postgres@127.0.0.1:${embeddedPort}/postgres`;
@@ -108,12 +164,17 @@ export function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+/** Creates `database` unless it exists; several commands starting at once: one creates it, the others see it. */
 export async function ensureDatabase(adminUrl: string, database: string): Promise<string> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
     if (!rowCount) await client.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+  } catch (error) {
+    // 23505: the catalogue's unique index (CREATE DATABASE racing another); 42P04: duplicate_database.
+    const code = sqlstateOf(error);
+    if (code !== '23505' && code !== '42P04') throw error;
   } finally {
     await client.end();
   }

@@ -308,6 +308,27 @@ describe('the console in a browser', () => {
     ]);
   });
 
+  it('keeps short values whole in a 1400 px window (statuses and sources once broke mid-word)', async () => {
+    const wide = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await wide.goto(`${consoleHandle.url}/resource?tenant=${TENANT}&type=theme&id=${resourceId}`);
+    // The lines a cell's text takes: the distinct tops of its text boxes.
+    const cells = await wide.locator('[data-testid="timeline"] tbody tr').evaluateAll((trs) =>
+      trs.flatMap((tr) =>
+        ['type', 'version', 'status', 'from'].map((col) => {
+          const td = tr.querySelector(`[data-col="${col}"]`)!;
+          const range = (globalThis as any).document.createRange();
+          range.selectNodeContents(td);
+          const tops = new Set([...range.getClientRects()].map((r: { top: number }) => Math.round(r.top)));
+          return { col, text: td.textContent!.trim(), lines: tops.size };
+        }),
+      ),
+    );
+    expect(cells.length).toBeGreaterThanOrEqual(4 * 3);
+    expect(cells.filter((c) => c.lines !== 1)).toEqual([]);
+    await wide.screenshot({ path: path.join(ARTIFACTS, 'resource-1400.png'), fullPage: true });
+    await wide.close();
+  });
+
   it('is readable in a narrow window', async () => {
     const narrow = await browser.newPage({ viewport: { width: 380, height: 800 } });
     await narrow.goto(consoleHandle.url + '/');

@@ -59,9 +59,9 @@ function anomaliesSection(anomalies: ResourceTrace['anomalies']) {
               html`<tr data-anomaly-event-id="${a.event_id}">
                 <td>${a.detected_at}</td>
                 <td><code>${a.event_id}</code></td>
-                <td>${a.version}</td>
+                <td data-col="version">${a.version}</td>
                 <td><span class="status status-${a.status}">${a.status}</span></td>
-                <td>${a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : ''}</td>
+                <td data-col="kafka">${a.kafka ? `${a.kafka.topic}/${a.kafka.partition}@${a.kafka.offset}` : ''}</td>
                 <td data-col="trace">${traceCell(a.trace_id)}</td>
               </tr>`,
           )}
@@ -139,14 +139,16 @@ export function resourcePage(
                         html`<tr data-event-id="${e.event_id}">
                           <td>${e.received_at ?? e.first_seen_at}</td>
                           <td><code>${e.event_id}</code></td>
-                          <td>${e.event_type}</td>
-                          <td>${e.version}</td>
+                          <td data-col="type">${e.event_type}</td>
+                          <td data-col="version">${e.version}</td>
                           <td data-col="occurred">${e.occurred_at}</td>
                           <td data-col="status"><span class="status status-${e.status}">${e.status}</span></td>
                           <td data-col="from">${e.reconcile_trigger ? `${e.source ?? 'reconcile'} (${e.reconcile_trigger})` : e.source}</td>
-                          <td>${e.duplicate_of ? `${e.reason ?? ''} of ${e.duplicate_of}` : (e.reason ?? e.last_error)}</td>
+                          <td>
+                            ${e.duplicate_of ? html`${e.reason ?? ''} of <code>${e.duplicate_of}</code>` : (e.reason ?? e.last_error)}
+                          </td>
                           <td data-col="attempts">${e.attempts}</td>
-                          <td>${e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : ''}</td>
+                          <td data-col="kafka">${e.kafka ? `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}` : ''}</td>
                           <td>${e.updated_at}</td>
                           <td data-col="trace">${traceCell(e.trace_id)}</td>
                         </tr>`,

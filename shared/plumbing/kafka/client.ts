@@ -1,6 +1,7 @@
 import net from 'node:net';
-import { Kafka, logLevel, type ISocketFactory, type KafkaConfig, type logCreator } from 'kafkajs';
+import { Kafka, logLevel, type ISocketFactory, type KafkaConfig } from 'kafkajs';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { pinoLogCreator } from './kafkajs-log.ts';
 
 export interface KafkaClientSettings {
   brokers: string[];
@@ -10,23 +11,6 @@ export interface KafkaClientSettings {
   requestTimeoutMs?: number;
   /** kafkajs retry count for connection and request failures; short-lived tools want few. */
   retries?: number;
-}
-
-const levelNames: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
-  [logLevel.ERROR]: 'error',
-  [logLevel.WARN]: 'warn',
-  [logLevel.INFO]: 'info',
-  [logLevel.DEBUG]: 'debug',
-};
-
-// kafkajs logs go through pino so one log pipeline explains an incident.
-function pinoLogCreator(logger: Logger): logCreator {
-  return () =>
-    ({ namespace, level, log }) => {
-      const { message, ...extra } = log;
-      const method = levelNames[level] ?? 'info';
-      logger[method]({ kafkajs: namespace, ...extra }, message);
-    };
 }
 
 export function parseBrokers(value: string): string[] {
