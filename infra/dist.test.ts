@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -61,6 +61,18 @@ describe('the release build (infra/dist.ts), moved away from the repository', ()
     expect(help.stderr).toBe('');
     expect(help.status).toBe(0);
     expect(help.stdout).toContain('migrate');
+  });
+
+  it('refuses, saying why, a Node older than package.json allows', () => {
+    const fake = mkdtempSync(path.join(tmpdir(), 'bridge-old-node-'));
+    temporary.push(fake);
+    writeFileSync(path.join(fake, 'node'), '#!/bin/sh\necho v20.20.2\n', { mode: 0o755 });
+    const result = spawnSync(path.join(dist, 'bin', 'worker'), [], {
+      encoding: 'utf8',
+      env: { PATH: `${fake}${path.delimiter}/usr/bin:/bin` },
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toBe('worker needs Node 24 or later; the node on PATH is v20.20.2\n');
   });
 
   it('loads every service: each stops on its missing configuration, not on a missing module', () => {

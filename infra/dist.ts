@@ -46,8 +46,8 @@ async function cliNodeArgs(): Promise<string[]> {
 const SHELL_SAFE = /^[\w.,:=/+-]+$/;
 const shellWord = (value: string) => (SHELL_SAFE.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`);
 
-/** A POSIX sh launcher: defaults for unset variables, then `exec node <flags> <bundle>`. */
-function launcherScript(launcher: Launcher, layout: BundleLayout): string {
+/** A POSIX sh launcher: the Node version checked, defaults for unset variables, then `exec node <flags> <bundle>`. */
+function launcherScript(launcher: Launcher, layout: BundleLayout, nodeMajor: number): string {
   const bundle = path.relative(path.join(layout.outDir, 'bin'), bundlePath(launcher.main, layout)).split(path.sep).join('/');
   const defaults = Object.entries(launcher.env).map(([name, value]) => {
     if (!SHELL_SAFE.test(value)) throw new Error(`${launcher.name}: ${name}=${value} needs quoting in a launcher`);
@@ -57,6 +57,13 @@ function launcherScript(launcher: Launcher, layout: BundleLayout): string {
     '#!/bin/sh',
     `# ${launcher.name}, with the Node flags and environment defaults of ${launcher.from} (written by npm run build).`,
     'set -e',
+    // An older Node fails on a flag or a missing API instead: say which Node is needed.
+    'version=$(node --version)',
+    'major=${version#v}',
+    `if [ "\${major%%.*}" -lt ${nodeMajor} ]; then`,
+    `  echo "${launcher.name} needs Node ${nodeMajor} or later; the node on PATH is $version" >&2`,
+    '  exit 1',
+    'fi',
     ...defaults,
     ['exec node', ...launcher.nodeArgs.map(shellWord), `"$(dirname "$0")/${bundle}"`, '"$@"'].join(' '),
     '',
@@ -103,6 +110,8 @@ export async function buildDist(outDir = distDir): Promise<string[]> {
   await copyRuntimePackages(outDir);
   const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as Record<string, unknown>;
   const { name, version, description, engines } = pkg;
+  const nodeMajor = Number(/^>=(\d+)$/.exec((engines as { node?: string } | undefined)?.node ?? '')?.[1]);
+  if (!Number.isInteger(nodeMajor)) throw new Error('package.json engines.node must read ">=<major>" (the launchers check it)');
   await writeFile(
     path.join(outDir, 'package.json'),
     `${JSON.stringify({ name, version, private: true, description, engines }, null, 2)}\n`,
@@ -111,7 +120,7 @@ export async function buildDist(outDir = distDir): Promise<string[]> {
   return Promise.all(
     launchers.map(async (launcher) => {
       const file = path.join(outDir, 'bin', launcher.name);
-      await writeFile(file, launcherScript(launcher, layout));
+      await writeFile(file, launcherScript(launcher, layout, nodeMajor));
       await chmod(file, 0o755);
       return file;
     }),
