@@ -1,18 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist, RUNTIME_FILES } from './dist.ts';
 import { repoRoot } from './paths.ts';
 
-/** Every file under `dir` whose bytes contain `text`. */
+/** Every file under `dir` whose bytes contain `text`, and every link whose target does. */
 function filesContaining(dir: string, text: string): string[] {
   const needle = Buffer.from(text);
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
+    .filter((entry) => entry.isFile() || entry.isSymbolicLink())
     .map((entry) => path.join(entry.parentPath, entry.name))
-    .filter((file) => readFileSync(file).includes(needle));
+    .filter((file) => (lstatSync(file).isSymbolicLink() ? readlinkSync(file).includes(text) : readFileSync(file).includes(needle)));
 }
 
 // The live run (services against the broker and Postgres from a moved dist/) is

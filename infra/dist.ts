@@ -84,7 +84,12 @@ async function copyRuntimePackages(outDir: string): Promise<void> {
     const to = path.join(outDir, key);
     await mkdir(path.dirname(to), { recursive: true });
     // A nested node_modules is copied under its own lockfile key, if it is not dev-only.
-    await cp(from, to, { recursive: true, filter: (source) => source === from || path.basename(source) !== 'node_modules' });
+    await cp(from, to, {
+      recursive: true,
+      // A link keeps its own target: resolved, a relative one would name this machine's path.
+      verbatimSymlinks: true,
+      filter: (source) => source === from || path.basename(source) !== 'node_modules',
+    });
   }
 }
 
@@ -106,7 +111,8 @@ export async function buildDist(outDir = distDir): Promise<string[]> {
     launchers.map((l) => l.main),
     layout,
   );
-  for (const files of RUNTIME_FILES) await cp(path.join(repoRoot, files), path.join(outDir, files), { recursive: true });
+  for (const files of RUNTIME_FILES)
+    await cp(path.join(repoRoot, files), path.join(outDir, files), { recursive: true, verbatimSymlinks: true });
   await copyRuntimePackages(outDir);
   const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as Record<string, unknown>;
   const { name, version, description, engines } = pkg;
