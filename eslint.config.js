@@ -31,7 +31,7 @@ const layerRules = layers.flatMap(({ files, upward, why }) =>
 );
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.cache/', '**/*.schema.json'] },
+  { ignores: ['node_modules/', '.cache/', 'dist/', '**/*.schema.json'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

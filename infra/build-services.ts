@@ -1,7 +1,6 @@
-// `npm run build`: every service's bundle (infra/build.ts), one path per line, for running the
-// services without npm start (docs/operations.md, Production).
+// `npm run build`: the release build, dist/ (infra/dist.ts), which runs wherever it is copied
+// (docs/operations.md, Production). Prints the launchers' paths, one per line.
 import path from 'node:path';
-import { repoRoot } from './paths.ts';
-import { buildServices } from './services.ts';
+import { buildDist } from './dist.ts';
 
-for (const file of await buildServices()) console.log(path.relative(repoRoot, file));
+for (const file of await buildDist()) console.log(path.relative(process.cwd(), file));

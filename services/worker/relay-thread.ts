@@ -51,11 +51,12 @@ type FromThread =
 
 const THREAD_KIND = 'outbox-relay';
 
-// Set by infra/build.ts in a bundle: the relay's own bundle, since a worker bundle as the thread's
-// entry would start a second worker in it. Running the sources, the thread's entry is this file.
+// Set by infra/build.ts in a bundle: the relay's own bundle, relative to this module, since a worker
+// bundle as the thread's entry would start a second worker in it. Running the sources, the
+// thread's entry is this file.
 declare const RELAY_THREAD_ENTRY: string | undefined;
 function threadEntry(): URL {
-  return typeof RELAY_THREAD_ENTRY === 'string' ? new URL(RELAY_THREAD_ENTRY) : new URL(import.meta.url);
+  return typeof RELAY_THREAD_ENTRY === 'string' ? new URL(RELAY_THREAD_ENTRY, import.meta.url) : new URL(import.meta.url);
 }
 
 /**

@@ -23,10 +23,17 @@ export interface ServiceProcess {
   stop: () => Promise<void>;
 }
 
-export function startServiceProcess(main: string, env: Record<string, string>): ServiceProcess {
+/** A command that starts the service in place of its development bundle (a release build's launcher). */
+export interface ServiceCommand {
+  command: string;
+  cwd: string;
+}
+
+export function startServiceProcess(main: string, env: Record<string, string>, from?: ServiceCommand): ServiceProcess {
   // From its bundle, as npm start runs it (test/global-setup.ts builds the bundles).
-  const child = spawn(process.execPath, [bundlePath(main)], {
-    cwd: repoRoot,
+  const [command, args] = from === undefined ? [process.execPath, [bundlePath(main)]] : [from.command, []];
+  const child = spawn(command, args, {
+    cwd: from?.cwd ?? repoRoot,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
