@@ -30,6 +30,30 @@ const layerRules = layers.flatMap(({ files, upward, why }) =>
   })),
 );
 
+// The Kafka client is walled in: only shared/plumbing/kafka imports kafkajs, so replacing the client
+// is a change to that folder. Everything else (services, domain, tests, benchmarks, infra) takes
+// what it needs from #plumbing/kafka/..., the client's types from #plumbing/kafka/types.ts. A rule
+// id of its own, so it adds to the layer rules above instead of replacing them for a file. The
+// pattern also matches kafkajs's subpaths and packages named after it (which hand its types on).
+const kafkaClient = '^kafkajs\\b';
+const kafkaWall = 'The Kafka client stays behind shared/plumbing/kafka: import from #plumbing/kafka/... (its types: types.ts).';
+const kafkaWallRules = {
+  files: ['**/*.ts', '**/*.js'],
+  ignores: ['shared/plumbing/kafka/**'],
+  rules: {
+    '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ regex: kafkaClient, message: kafkaWall }] }],
+    // What the import rule does not see: import() in a type or an expression, and require().
+    'no-restricted-syntax': [
+      'error',
+      ...[
+        `TSImportType[source.value=/${kafkaClient}/]`,
+        `ImportExpression[source.value=/${kafkaClient}/]`,
+        `CallExpression[callee.name='require'][arguments.0.value=/${kafkaClient}/]`,
+      ].map((selector) => ({ selector, message: kafkaWall })),
+    ],
+  },
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/', '.cache/', 'dist/', '**/*.schema.json'] },
   js.configs.recommended,
@@ -42,6 +66,7 @@ export default tseslint.config(
     },
   },
   ...layerRules,
+  kafkaWallRules,
   // Layout is prettier's (npm run lint runs both); no eslint rule argues with it.
   prettier,
   {

@@ -11,7 +11,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
-import type { Producer } from 'kafkajs';
+import type { Producer } from '#plumbing/kafka/types.ts';
 import { KAFKA_VERSION } from '../infra/kafka/local-kafka.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer, TRANSACTION_RETRY_INITIAL_MS } from '#plumbing/kafka/producers.ts';

@@ -1,11 +1,11 @@
 import type { TestProject } from 'vitest/node';
 import pg from 'pg';
 import { migrate } from '#domain/store/migrate.ts';
-import { LocalKafka, singleNodeDefaults, brokerReady } from '../infra/kafka/local-kafka.ts';
+import { LocalKafka, singleNodeDefaults } from '../infra/kafka/local-kafka.ts';
 import { resolvePostgres, withDatabase, canConnect } from '../infra/postgres.ts';
 import { dockerEngineAvailable } from '../infra/docker.ts';
 import { buildServices } from '../infra/services.ts';
-import { parseBrokers } from '#plumbing/kafka/client.ts';
+import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 // What bench/e2e watches besides the HTTP answers: (1) the applied topic, read by its own consumer
 // (read_committed, the relay being transactional), and (2) the worker's commits, seen by polling
 // applied_outbox for rows that became visible. Times are wall-clock ms of this process (wallNow).
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { APPLIED_HEADER_EVENT_ID } from '#domain/apply/index.ts';
 import { wallNow } from './load.ts';

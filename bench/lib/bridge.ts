@@ -8,7 +8,7 @@ import { openSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
 import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/postgres.ts';

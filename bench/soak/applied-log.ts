@@ -2,7 +2,7 @@
 // typed array indexed as the request log (bench/soak/steady-load.ts), so that what it keeps stays a
 // few bytes per request whatever the length of the run (bench/e2e/observe.ts keeps a map entry per
 // record, fine for bench:e2e's short phases).
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { APPLIED_HEADER_EVENT_ID } from '#domain/apply/index.ts';
 import { wallNow } from '../e2e/load.ts';
 import type { RequestLog } from './steady-load.ts';

@@ -5,7 +5,7 @@
 // reads the applied records, so a stall of its own counts in every latency it measures.
 import type { ChildProcess } from 'node:child_process';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
-import type { Admin } from 'kafkajs';
+import type { Admin } from '#plumbing/kafka/types.ts';
 import { groupLag } from '#plumbing/kafka/lag.ts';
 import { cpuSnapshot } from '../lib/cpu.ts';
 import { machineCpu, type OtherRunsWatch } from '../lib/machine.ts';

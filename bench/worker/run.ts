@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Partitioners } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import pg from 'pg';
 import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
@@ -90,7 +90,7 @@ await ensureTopics(admin, topicSpecs(settings), 1);
 
 const dataset = buildDataset(RESOURCES);
 log(`preloading ${dataset.events.length} events over ${RESOURCES} resources to ${settings.events}`);
-const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
 await producer.connect();
 const preloadStart = performance.now();
 for (let i = 0; i < dataset.events.length; i += 5000) {

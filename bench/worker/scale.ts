@@ -10,7 +10,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Partitioners, type Admin } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Admin } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { buildBundles } from '../../infra/build.ts';
 import { repoRoot } from '../../infra/paths.ts';
@@ -84,7 +85,7 @@ await ensureTopics(admin, topicSpecs(settings), 1);
 const dataset = buildDataset(RESOURCES);
 const events = dataset.events.length;
 log(`preloading ${events} events over ${RESOURCES} resources to ${settings.events}`);
-const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
 await producer.connect();
 for (let i = 0; i < events; i += 5000)
   await producer.send({ topic: settings.events, acks: -1, messages: dataset.events.slice(i, i + 5000) });

@@ -2,7 +2,8 @@
 //   tsx infra/kafka/cli.ts start [--cluster3]   start (or reuse) and leave it running
 //   tsx infra/kafka/cli.ts stop  [--cluster3]   stop it from its pid files
 //   tsx infra/kafka/cli.ts status [--cluster3]
-import { LocalKafka, singleNodeDefaults, threeNodeDefaults, brokerReady, KAFKA_VERSION } from './local-kafka.ts';
+import { brokerReady } from '#plumbing/kafka/client.ts';
+import { LocalKafka, singleNodeDefaults, threeNodeDefaults, KAFKA_VERSION } from './local-kafka.ts';
 
 const [command, ...flags] = process.argv.slice(2);
 const defaults = flags.includes('--cluster3') ? threeNodeDefaults : singleNodeDefaults;

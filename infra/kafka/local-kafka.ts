@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, wri
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
+import { brokerReady } from '#plumbing/kafka/client.ts';
 import { cacheDir, repoRoot } from '../paths.ts';
 
 /** The Apache Kafka version the bridge is developed and tested against (KRaft, no ZooKeeper). */
@@ -78,28 +78,6 @@ export async function portOpen(port: number, host = '127.0.0.1'): Promise<boolea
     });
     socket.once('error', () => resolve(false));
   });
-}
-
-/** Ready means an admin call succeeds, not merely an open port. */
-export async function brokerReady(brokers: string[], expectedBrokers = 1): Promise<boolean> {
-  const kafka = new Kafka({
-    clientId: 'bridge-infra-probe',
-    brokers,
-    logLevel: logLevel.NOTHING,
-    connectionTimeout: 1000,
-    requestTimeout: 3000,
-    retry: { retries: 0 },
-  });
-  const admin = kafka.admin();
-  try {
-    await admin.connect();
-    const cluster = await admin.describeCluster();
-    return cluster.brokers.length >= expectedBrokers && cluster.controller !== null;
-  } catch {
-    return false;
-  } finally {
-    await admin.disconnect().catch(() => {});
-  }
 }
 
 function delay(ms: number): Promise<void> {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { databaseEnv, kafkaEnv, parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';

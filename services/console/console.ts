@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express, { type Request, type Response } from 'express';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { inboxKeyOf, latestPerEvent, type DlqEntry } from '#domain/operations/dlq-records.ts';
 import { inboxStatuses, replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';

@@ -1,6 +1,6 @@
 // What each page reads, each part on its own: a part whose source (Postgres, the broker, the
 // ingress's metrics) does not answer comes back as a problem to show, never as a crash.
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { entryReason, type DlqEntry } from '#domain/operations/dlq-records.ts';
 import { inboxStatuses, type InboxStatus } from '#domain/operations/dlq-replay.ts';

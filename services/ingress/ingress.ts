@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';

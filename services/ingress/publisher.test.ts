@@ -1,4 +1,4 @@
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';

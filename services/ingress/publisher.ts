@@ -1,4 +1,4 @@
-import type { Admin, Kafka, Message, Producer } from 'kafkajs';
+import type { Admin, Kafka, Message, Producer } from '#plumbing/kafka/types.ts';
 import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';

@@ -1,4 +1,4 @@
-import type { EachBatchPayload } from 'kafkajs';
+import type { EachBatchPayload } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ApplyResult, SnapshotApplier } from '#domain/apply/index.ts';

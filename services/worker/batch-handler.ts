@@ -1,4 +1,4 @@
-import type { EachBatchPayload } from 'kafkajs';
+import type { EachBatchPayload } from '#plumbing/kafka/types.ts';
 import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import type { FailureContext, OnFailure, OnQuarantined } from '#domain/failures/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';

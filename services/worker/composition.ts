@@ -1,4 +1,4 @@
-import type { Admin, Consumer, Kafka } from 'kafkajs';
+import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import { Registry } from 'prom-client';
 import { SnapshotApplier } from '#domain/apply/index.ts';

@@ -1,4 +1,4 @@
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import { createPool } from '#plumbing/db/pool.ts';
 import { withTransaction } from '#plumbing/db/transaction.ts';

@@ -1,4 +1,4 @@
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import type { ApplyResult } from '#domain/apply/index.ts';
 import { sourceHeader } from '#domain/contract/event-headers.ts';

@@ -1,4 +1,4 @@
-import type { Consumer } from 'kafkajs';
+import type { Consumer } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
 import type { SnapshotApplier } from '#domain/apply/index.ts';

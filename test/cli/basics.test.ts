@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';

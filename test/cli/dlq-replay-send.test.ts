@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
+import { TOPIC_RESOURCE_TYPE } from '#plumbing/kafka/topics.ts';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
@@ -107,7 +108,7 @@ describe('bridge dlq replay: per-record send results (as a subprocess)', () => {
     // The events topic takes at most 4 KiB per batch; the DLQ (default limit) holds a bigger record.
     await admin.alterConfigs({
       validateOnly: false,
-      resources: [{ type: ConfigResourceTypes.TOPIC, name: names.events, configEntries: [{ name: 'max.message.bytes', value: '4096' }] }],
+      resources: [{ type: TOPIC_RESOURCE_TYPE, name: names.events, configEntries: [{ name: 'max.message.bytes', value: '4096' }] }],
     });
     const big = eventOn(0, { data: { ...sampleThemeEvent().data, name: 'x'.repeat(16_000) } as never });
     const small = [eventOn(1), eventOn(2)];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import type { Admin, Kafka } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
@@ -64,7 +64,7 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
           deadLetteredAt: at,
           failedTopic: reason === 'retries_exhausted' ? names.retries[3]! : names.events,
         });
-      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
       await producer.connect();
       await producer.send({
         topic: names.dlq,
@@ -193,7 +193,7 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       // fix is restarting the worker without it.
       worker = await start(settings.events, settings.applied, 1000);
       const body = JSON.stringify(poison);
-      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
       await producer.connect();
       await producer.send({ topic: names.events, acks: -1, messages: [{ key, value: body, headers: ingressHeaders(poison, body) }] });
       await producer.disconnect();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Consumer, Kafka } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
@@ -28,7 +28,7 @@ describe('bridge offsets reset (as a subprocess)', () => {
     topic = names.events;
     env = bridgeEnv({ brokers: testBrokers() });
     lagEnv = bridgeEnv({ brokers: testBrokers(), events: settings.events, applied: settings.applied, group });
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
     // Partition 0: offsets 0-9 an hour old, 10-14 a minute old; partitions 1 and 2: 3 records each.
     await producer.send({
@@ -113,7 +113,7 @@ describe('bridge offsets reset (as a subprocess)', () => {
   });
 
   it('lag shows committed, end and lag per partition for the main group and its retry groups', async () => {
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
     await producer.send({ topic: `${topic}.retry.1`, messages: [{ partition: 2, value: 'r' }] });
     await producer.disconnect();

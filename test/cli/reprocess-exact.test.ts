@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { AssignerProtocol, type Admin, type Kafka } from 'kafkajs';
+import { memberTopics } from '#plumbing/kafka/groups.ts';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -39,8 +40,7 @@ async function reprocessGroupOf(admin: Admin, topic: string): Promise<string | u
   const candidates = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.startsWith('bridge-cli-reprocess-'));
   if (candidates.length === 0) return undefined;
   const { groups } = await admin.describeGroups(candidates);
-  return groups.find((g) => g.members.some((m) => AssignerProtocol.MemberMetadata.decode(m.memberMetadata)?.topics.includes(topic)))
-    ?.groupId;
+  return groups.find((g) => g.members.some((m) => memberTopics(m.memberMetadata).includes(topic)))?.groupId;
 }
 
 describe('bridge reprocess counts exactly and marks a partition done only when all of it applied', () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import type { Admin, Kafka } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -82,7 +82,7 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
       partitions: 3,
       group,
     });
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
     // Resource a: an hour ago, versions 1-5, then a late stale v3 and a redelivery of v5.
     // Resource b: a minute ago, versions 1-3.

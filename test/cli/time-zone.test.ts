@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Partitioners, type Kafka, type Message } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Kafka, Message } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { sampleEvent } from '../contract/harness.ts';
 import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
@@ -62,7 +63,7 @@ async function fillDlq(kafka: Kafka, names: TopicNames, now: number): Promise<nu
   // fresh topic, a timeout under load) rewrites every partition of the request, and only the
   // broker's sequence check keeps that from doubling records, which the expiry count would show.
   const producer = kafka.producer({
-    createPartitioner: Partitioners.DefaultPartitioner,
+    createPartitioner: defaultPartitioner,
     allowAutoTopicCreation: false,
     idempotent: true,
     maxInFlightRequests: 1,

@@ -9,7 +9,8 @@ import { freePort } from '../helpers/ports.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { testKafka, testBrokers } from '../helpers/kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { brokerReady, portOpen } from '../../infra/kafka/local-kafka.ts';
+import { brokerReady } from '#plumbing/kafka/client.ts';
+import { portOpen } from '../../infra/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 

@@ -3,10 +3,10 @@ import net from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
+import { TOPIC_RESOURCE_TYPE, type TopicNames } from '#plumbing/kafka/topics.ts';
 import type pg from 'pg';
 import { ensureDatabase } from '../../infra/postgres.ts';
 import { createPool } from '#plumbing/db/pool.ts';
@@ -662,7 +662,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     const bridge = [names.events, ...names.retries, names.dlq, names.applied];
     const { resources } = await admin.describeConfigs({
       includeSynonyms: false,
-      resources: [...bridge, ...internal].map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['min.insync.replicas'] })),
+      resources: [...bridge, ...internal].map((name) => ({ type: TOPIC_RESOURCE_TYPE, name, configNames: ['min.insync.replicas'] })),
     });
     for (const r of resources) {
       const value = r.configEntries.find((c) => c.configName === 'min.insync.replicas')?.configValue;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { appliedHeaders } from '#domain/apply/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, testKafka, type ReadRecord } from '../helpers/kafka.ts';

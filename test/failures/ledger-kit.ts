@@ -4,7 +4,7 @@
  * windows it fell in, and the ledger checks (events topic, inbox, applied topic, DLQ).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
 import { readTopic, type ReadRecord } from '../helpers/kafka.ts';

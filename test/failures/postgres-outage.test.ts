@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
@@ -49,7 +50,7 @@ describe('failures: Postgres outage under a steady stream', () => {
     });
     groupId = config.groupId;
     worker = await startWorker(config);
-    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
   });
 

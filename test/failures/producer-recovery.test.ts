@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { SourceRecord } from '#domain/apply/index.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { ensureDatabase } from '../../infra/postgres.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Partitioners, type Kafka } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka, threeNodeDefaults } from '../../infra/kafka/local-kafka.ts';
 import { testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
@@ -41,7 +42,7 @@ describe('three-broker local cluster', () => {
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
     for (const p of metadata.topics[0]!.partitions) expect(p.replicas).toHaveLength(3);
 
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
     // A just-created topic reaches each broker's metadata a moment apart; on a loaded machine a
     // leader has answered "does not host this topic-partition" for longer than kafkajs's own

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { testKafka, createTestTopics } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
@@ -87,7 +87,7 @@ describe('the real Kafka broker', () => {
   it('a group commits offsets, setOffsets rewinds it, and the records are read again', async () => {
     const { names } = await createTestTopics(kafka);
     const topic = names.events;
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
     const values = Array.from({ length: 30 }, (_, i) => `record-${String(i).padStart(2, '0')}`);
     await producer.send({ topic, acks: -1, messages: values.map((v, i) => ({ key: `k${i % 7}`, value: v })) });

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { LocalKafka, brokerReady } from '../../infra/kafka/local-kafka.ts';
+import { brokerReady } from '#plumbing/kafka/client.ts';
+import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 
 describe('local Kafka lifecycle', () => {
   const options = { name: `lifecycle-${process.pid}`, nodes: 1 as const, basePort: 29192 };

@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';

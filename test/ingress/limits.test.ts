@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';

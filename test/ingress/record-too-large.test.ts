@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher, PublishError } from '#services/ingress/publisher.ts';

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';

@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Producer } from 'kafkajs';
+import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createIngressMetrics } from '#services/ingress/metrics.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Producer } from 'kafkajs';
+import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Transaction } from 'kafkajs';
+import type { Kafka, Transaction } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createRelayProducer } from '#services/worker/outbox-relay.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { SnapshotApplier, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { CrashPoint } from '#services/worker/crash-points.ts';
 import { COUNT_UNPUBLISHED_OUTBOX } from '#domain/store/outbox.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';

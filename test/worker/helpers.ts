@@ -1,4 +1,5 @@
-import { Partitioners, type Kafka } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
@@ -56,7 +57,7 @@ export function raw(envelope: EventEnvelope): RawEvent {
 
 /** Produces in order (one request per call), keyed like the ingress does. */
 export async function produce(kafka: Kafka, topic: string, events: RawEvent[]): Promise<void> {
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
   await producer.connect();
   try {
     for (let i = 0; i < events.length; i += 1000) {

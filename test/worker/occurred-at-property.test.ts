@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { Partitioners, type Kafka } from 'kafkajs';
+import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { resourceKey, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
@@ -103,7 +104,7 @@ describe('worker: occurred_at-ordered apply under shuffled, duplicated delivery 
             winner.set(envelope.resource.id, envelope);
         }
 
-        const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+        const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
         await producer.connect();
         try {
           // As the ingress writes them: keyed by resource, `ordered-by: occurred_at` for this source's type.

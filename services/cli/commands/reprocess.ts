@@ -1,4 +1,4 @@
-import type { Admin } from 'kafkajs';
+import type { Admin } from '#plumbing/kafka/types.ts';
 import { SnapshotApplier, toSourceRecord, type ApplyOutcome } from '#domain/apply/index.ts';
 import { CommandFailed, flag, intOption, parsePosition, requiredOption, stringOption, UsageError, type Position } from '../args.ts';
 import type { CommandSpec } from '../command.ts';

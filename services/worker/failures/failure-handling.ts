@@ -1,4 +1,4 @@
-import type { Admin, Consumer, Kafka } from 'kafkajs';
+import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
 import type { ApplyResult, SourceRecord } from '#domain/apply/index.ts';

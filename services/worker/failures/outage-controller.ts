@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Consumer } from 'kafkajs';
+import type { Consumer } from '#plumbing/kafka/types.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { probeDelayMs, type ClassifiedFailure, type FailureMetrics } from '#domain/failures/index.ts';
 import { ping } from '#domain/store/session.ts';

@@ -1,4 +1,4 @@
-import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import type { Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { ApplyResult, SourceRecord } from '#domain/apply/index.ts';

@@ -1,4 +1,4 @@
-import type { Admin } from 'kafkajs';
+import type { Admin } from '#plumbing/kafka/types.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { FailureMetrics } from '#domain/failures/index.ts';
 

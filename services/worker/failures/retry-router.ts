@@ -1,5 +1,6 @@
 import { withTransaction } from '#plumbing/db/transaction.ts';
-import type { IHeaders, Kafka } from 'kafkajs';
+import type { RecordHeaders } from '#plumbing/kafka/headers.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
@@ -225,7 +226,7 @@ export class RetryRouter {
   }
 
   async #produce(topic: string, record: SourceRecord, failureHeaders: Record<string, string>): Promise<void> {
-    const headers: IHeaders = { ...(originalHeaders(record.headers) as IHeaders), ...failureHeaders };
+    const headers: RecordHeaders = { ...(originalHeaders(record.headers) as RecordHeaders), ...failureHeaders };
     const key = record.key === null ? null : Buffer.isBuffer(record.key) ? record.key : Buffer.from(record.key);
     // A failed or timed-out send replaces the producer (RecoveringProducer explains why).
     await this.#o.producer.use(

@@ -1,4 +1,4 @@
-import type { KafkaMessage } from 'kafkajs';
+import type { KafkaMessage } from '#plumbing/kafka/types.ts';
 import { deliveryAttemptHeader } from '#domain/contract/event-headers.ts';
 import type { ReceivedEnvelope } from '#domain/contract/index.ts';
 import type { SourceRecord } from './types.ts';

@@ -1,5 +1,4 @@
-import type { IHeaders } from 'kafkajs';
-import { headerText } from '#plumbing/kafka/headers.ts';
+import { headerText, type RecordHeaders } from '#plumbing/kafka/headers.ts';
 
 /** One header per fact, readable with any Kafka tool (kcat -f '%h'), instead of one packed JSON header. */
 export const RETRY_HEADERS = {
@@ -83,7 +82,7 @@ export function encodeDeadLetterInfo(info: DeadLetterInfo): Record<string, strin
 export type DecodeResult<T> = { ok: true; info: T } | { ok: false; missing: boolean; problem: string };
 
 /** Reads the retry headers of a record from a retry topic; missing: true when it has none at all. */
-export function decodeRetryInfo(headers: IHeaders | undefined): DecodeResult<RetryInfo> {
+export function decodeRetryInfo(headers: RecordHeaders | undefined): DecodeResult<RetryInfo> {
   const attemptText = headerText(headers, RETRY_HEADERS.attempt);
   if (attemptText === undefined) return { ok: false, missing: true, problem: `no ${RETRY_HEADERS.attempt} header` };
   const problems: string[] = [];
@@ -125,7 +124,7 @@ export function decodeRetryInfo(headers: IHeaders | undefined): DecodeResult<Ret
 }
 
 /** Reads a DLQ record's headers (for the CLI's list / show / replay). */
-export function decodeDeadLetterInfo(headers: IHeaders | undefined): DecodeResult<DeadLetterInfo> {
+export function decodeDeadLetterInfo(headers: RecordHeaders | undefined): DecodeResult<DeadLetterInfo> {
   const reason = headerText(headers, DLQ_HEADERS.reason);
   if (reason === undefined) return { ok: false, missing: true, problem: `no ${DLQ_HEADERS.reason} header` };
   const at = Date.parse(headerText(headers, DLQ_HEADERS.deadLetteredAt) ?? '');
@@ -149,8 +148,8 @@ export function decodeDeadLetterInfo(headers: IHeaders | undefined): DecodeResul
  * The record's own headers without any retry-/dlq- bookkeeping: what the ingress originally
  * produced. Re-producing the original key, body and these headers to the events topic is a replay.
  */
-export function originalHeaders(headers: IHeaders | undefined): IHeaders {
-  const kept: IHeaders = {};
+export function originalHeaders(headers: RecordHeaders | undefined): RecordHeaders {
+  const kept: RecordHeaders = {};
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (value === undefined) continue;
     if (FAILURE_HEADER_PREFIXES.some((prefix) => name.startsWith(prefix))) continue;

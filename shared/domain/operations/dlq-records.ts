@@ -1,9 +1,9 @@
-import type { IHeaders, KafkaMessage } from 'kafkajs';
+import type { KafkaMessage } from '#plumbing/kafka/types.ts';
 import { tenantScopedKey } from '#domain/apply/index.ts';
 import { parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import { decodeDeadLetterInfo, DLQ_HEADERS, originalHeaders, type DeadLetterInfo } from '#domain/failures/index.ts';
-import { headerText } from '#plumbing/kafka/headers.ts';
+import { headerText, type RecordHeaders } from '#plumbing/kafka/headers.ts';
 
 /** Added to a replayed record: where in the DLQ it came from (kept if it is dead-lettered again). */
 export const REPLAYED_FROM_HEADER = 'replayed-from';
@@ -15,7 +15,7 @@ export interface DlqEntry {
   timestamp: number;
   key: Buffer | null;
   value: Buffer | null;
-  headers: IHeaders;
+  headers: RecordHeaders;
   eventId: string | null;
   /** From the body; the inbox is keyed by (tenant, event id). */
   tenantId: string | null;
@@ -128,7 +128,7 @@ export function latestPerEvent(entries: DlqEntry[]): DlqEntry[] {
 }
 
 /** What goes back to the events topic: the original key, body and ingress headers, no failure bookkeeping. */
-export function replayMessage(entry: DlqEntry, dlqTopic: string): { key: Buffer | null; value: Buffer | null; headers: IHeaders } {
+export function replayMessage(entry: DlqEntry, dlqTopic: string): { key: Buffer | null; value: Buffer | null; headers: RecordHeaders } {
   return {
     key: entry.key,
     value: entry.value,
@@ -136,7 +136,7 @@ export function replayMessage(entry: DlqEntry, dlqTopic: string): { key: Buffer 
   };
 }
 
-export function headersAsText(headers: IHeaders): Record<string, string> {
+export function headersAsText(headers: RecordHeaders): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of Object.keys(headers)) out[name] = headerText(headers, name) ?? '';
   return out;

@@ -1,7 +1,7 @@
 // Reading the DLQ and replaying from it: shared by `bridge dlq` (services/cli) and the console's
 // dead-letter page. Every function takes the clients it uses; none owns or closes them.
 import { createHash } from 'node:crypto';
-import type { Admin, Kafka, Message } from 'kafkajs';
+import type { Admin, Kafka, Message } from '#plumbing/kafka/types.ts';
 import { tenantScopedKey } from '#domain/apply/index.ts';
 import { eventFingerprint, parseEvent } from '#domain/contract/index.ts';
 import { selectInboxPayloads, selectInboxStatuses } from '#domain/store/inbox.ts';

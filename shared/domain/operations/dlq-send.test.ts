@@ -1,4 +1,4 @@
-import type { Message, Producer, ProducerRecord, RecordMetadata } from 'kafkajs';
+import type { Message, Producer, ProducerRecord, RecordMetadata } from '#plumbing/kafka/types.ts';
 import { describe, expect, it } from 'vitest';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import type { TopicLayout } from '#plumbing/kafka/partitioned-send.ts';

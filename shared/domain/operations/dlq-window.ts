@@ -4,8 +4,9 @@
 // a cursor (an exclusive end offset per partition) continues with older records. Cost is bounded by
 // the budget, whatever the DLQ's size. Record timestamps are the producer's (the dead-lettering
 // worker's clock); the time filter on `dlq-dead-lettered-at` is applied exactly to what is read.
-import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { readRange, type PartitionRange } from '#plumbing/kafka/topic-reader.ts';
+import { TOPIC_RESOURCE_TYPE } from '#plumbing/kafka/topics.ts';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { deadLetteredAt, toDlqEntry, type DlqEntry } from './dlq-records.ts';
 
 export type DlqCursor = Map<number, bigint>;
@@ -206,7 +207,7 @@ export interface DlqExpiry {
 export async function dlqExpiry(admin: Admin, topic: string, warnMs: number, now = Date.now()): Promise<DlqExpiry> {
   const described = await admin.describeConfigs({
     includeSynonyms: false,
-    resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['retention.ms'] }],
+    resources: [{ type: TOPIC_RESOURCE_TYPE, name: topic, configNames: ['retention.ms'] }],
   });
   const value = described.resources[0]?.configEntries.find((c) => c.configName === 'retention.ms')?.configValue;
   const retentionMs = value === undefined || Number(value) < 0 ? undefined : Number(value);

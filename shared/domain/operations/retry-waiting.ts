@@ -1,7 +1,7 @@
 // How many events wait on each retry topic and when the next is due: the retry group's lag, and
 // the retry-not-before header of the first unconsumed record of each partition that lags (records
 // of one level are due in the order they were written: one delay per level).
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { decodeRetryInfo } from '#domain/failures/index.ts';
 import { groupLag } from '#plumbing/kafka/lag.ts';
 import { readRange } from '#plumbing/kafka/topic-reader.ts';

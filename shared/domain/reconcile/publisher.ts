@@ -1,4 +1,4 @@
-import type { Kafka } from 'kafkajs';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { EventsRecord } from './reconciler.ts';

@@ -28,7 +28,7 @@ const noDelaySocketFactory: ISocketFactory = ({ host, port, onConnect }) => {
   return socket;
 };
 
-// The only place kafkajs is constructed, so the client library can be swapped in one module.
+// With brokerReady, the only place kafkajs is constructed, so the client library can be swapped in one module.
 export function createKafka(settings: KafkaClientSettings): Kafka {
   const config: KafkaConfig = {
     clientId: settings.clientId,
@@ -41,4 +41,26 @@ export function createKafka(settings: KafkaClientSettings): Kafka {
     retry: { initialRetryTime: 100, retries: settings.retries ?? 8, maxRetryTime: 5000 },
   };
   return new Kafka(config);
+}
+
+/** Ready means an admin call succeeds, not merely an open port. Silent: tooling polls it while a broker starts. */
+export async function brokerReady(brokers: string[], expectedBrokers = 1): Promise<boolean> {
+  const kafka = new Kafka({
+    clientId: 'bridge-infra-probe',
+    brokers,
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1000,
+    requestTimeout: 3000,
+    retry: { retries: 0 },
+  });
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    const cluster = await admin.describeCluster();
+    return cluster.brokers.length >= expectedBrokers && cluster.controller !== null;
+  } catch {
+    return false;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
 }

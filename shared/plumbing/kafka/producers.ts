@@ -13,6 +13,12 @@ export interface IdempotentProducerOptions {
 export const TRANSACTION_RETRY_INITIAL_MS = 20;
 
 /**
+ * Kafka's default partitioner (the Java client's murmur2 of the key), for a producer built outside
+ * createIdempotentProducer (a test's or a benchmark's): its keys land where the bridge's would.
+ */
+export const defaultPartitioner = Partitioners.DefaultPartitioner;
+
+/**
  * Every producer of the bridge is made here. Idempotent (which makes kafkajs force acks=-1) with
  * one request in flight, so a retried batch can neither be duplicated nor overtaken by the next;
  * the Java client's murmur2 partitioner, so a key lands on the partition any other client picks
@@ -23,7 +29,7 @@ export function createIdempotentProducer(kafka: Kafka, options: IdempotentProduc
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
-    createPartitioner: Partitioners.DefaultPartitioner,
+    createPartitioner: defaultPartitioner,
     ...(options.transactionalId !== undefined
       ? {
           transactionalId: options.transactionalId,

@@ -1,4 +1,4 @@
-import type { Admin, ITopicConfig } from 'kafkajs';
+import kafkajs, { type Admin, type ITopicConfig } from 'kafkajs';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 
 export interface TopicNames {
@@ -20,6 +20,9 @@ export interface TopicSettings {
 }
 
 export const defaultTopicSettings: TopicSettings = { ...DEFAULTS.topics };
+
+/** The resource type that names a topic in the admin's describeConfigs and alterConfigs. */
+export const TOPIC_RESOURCE_TYPE = kafkajs.ConfigResourceTypes.TOPIC;
 
 export function topicNames(settings: Pick<TopicSettings, 'events' | 'applied' | 'retryLevels'>): TopicNames {
   return {
