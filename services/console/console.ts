@@ -10,7 +10,7 @@ import express, { type Request, type Response } from 'express';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { inboxKeyOf, latestPerEvent, type DlqEntry } from '#domain/operations/dlq-records.ts';
-import { inboxStatuses, replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay.ts';
+import { inboxStatuses, replayDeadLetters, replayPlan } from '#domain/operations/dlq-replay/index.ts';
 import { parseCursor } from '#domain/operations/dlq-window.ts';
 import { selectPulls } from '#domain/store/reconcile-pulls.ts';
 import {

@@ -3,7 +3,7 @@
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { entryReason, type DlqEntry } from '#domain/operations/dlq-records.ts';
-import { inboxStatuses, type InboxStatus } from '#domain/operations/dlq-replay.ts';
+import { inboxStatuses, type InboxStatus } from '#domain/operations/dlq-replay/index.ts';
 import {
   dlqExpiry,
   readDlqRecords,

@@ -20,7 +20,7 @@ import {
   statusOf,
   type DlqClients,
   type InboxStatus,
-} from '#domain/operations/dlq-replay.ts';
+} from '#domain/operations/dlq-replay/index.ts';
 import { renderTable } from '../output.ts';
 
 async function dlqClients(ctx: CliContext): Promise<DlqClients> {

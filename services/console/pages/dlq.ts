@@ -1,5 +1,5 @@
 import { deadLetteredAt, entryReason, headersAsText, inboxKeyOf, type DlqEntry } from '#domain/operations/dlq-records.ts';
-import type { InboxStatus, ReplayOutcome, ReplayPlanRow } from '#domain/operations/dlq-replay.ts';
+import type { InboxStatus, ReplayOutcome, ReplayPlanRow } from '#domain/operations/dlq-replay/index.ts';
 import { html, query, type SafeHtml } from '../html.ts';
 import { entrySource, type DlqFilterInput, type DlqView, type Part } from '../readers.ts';
 import { formatCursor, type DlqExpiry } from '#domain/operations/dlq-window.ts';

@@ -4,7 +4,7 @@ import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import type { TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { RecoveringProducer } from '#plumbing/kafka/recovering-producer.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { acknowledgedOffsets, sendPerPartition } from './dlq-replay.ts';
+import { acknowledgedOffsets, sendPerPartition } from './send.ts';
 
 describe('acknowledgedOffsets', () => {
   it('numbers each partition from its baseOffset, in message order', () => {
