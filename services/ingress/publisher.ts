@@ -1,9 +1,7 @@
-import type { Admin, Kafka, Message, Producer } from '#plumbing/kafka/types.ts';
-import { layoutFromMetadata, PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
-import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
+import type { Kafka, Message } from '#plumbing/kafka/types.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
-import { withTimeout } from '#plumbing/errors/with-timeout.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { BrokerLink } from './broker-link.ts';
 import type { IngressMetrics } from './metrics.ts';
 
 export interface PublishRecord {
@@ -56,16 +54,13 @@ const RECORD_OVERHEAD_BYTES = 100;
  * Coalesces concurrent publishes into one batch send at a time (kafkajs has no linger) and
  * resolves each caller only after the broker acknowledged its record (acks=all).
  * One batch in flight keeps the idempotent producer on its safe path (kafkajs#598) and lets the
- * next batch fill while the previous one waits for its ack.
+ * next batch fill while the previous one waits for its ack. Whether the broker is up, and the
+ * producer each batch goes out on, come from the BrokerLink (broker-link.ts).
  */
 export class BatchingPublisher {
   private readonly options: PublisherOptions;
   private readonly log: Logger;
-  private producer: Producer | undefined;
-  private sender: PartitionedSender | undefined;
-  /** Refreshed by every readiness probe (each second), so leader moves are followed. */
-  private layout: TopicLayout = { partitionCount: 0, leaders: new Map() };
-  private admin: Admin | undefined;
+  private readonly link: BrokerLink;
   private queue: Pending[] = [];
   private inFlight: Promise<void> | undefined;
   /** The records of the batch in flight (older than everything in the queue). */
@@ -79,36 +74,40 @@ export class BatchingPublisher {
   private readonly onDeadline = (): void => this.expireDeadlines();
   private lingerTimer: NodeJS.Timeout | undefined;
   private lingerImmediate: NodeJS.Immediate | undefined;
-  private probeTimer: NodeJS.Timeout | undefined;
-  private probing: Promise<void> | undefined;
-  private up = false;
   private closed = false;
-  private lastError = 'not connected yet';
 
   constructor(options: PublisherOptions) {
     this.options = options;
     this.log = options.logger.child({ component: 'publisher' });
+    this.link = new BrokerLink({
+      kafka: options.kafka,
+      topic: options.topic,
+      logger: this.log,
+      metrics: options.metrics,
+      requestTimeoutMs: options.ackTimeoutMs,
+      probeIntervalMs: options.probeIntervalMs,
+      onDown: (reason) => this.failQueued(reason),
+    });
   }
 
   get available(): boolean {
-    return this.up && !this.closed;
+    return this.link.up && !this.closed;
   }
 
   get status(): string {
-    return this.available ? 'ok' : this.closed ? 'shutting down' : this.lastError;
+    return this.available ? 'ok' : this.closed ? 'shutting down' : this.link.lastError;
   }
 
   /** Connects once; a broker that is down leaves the publisher unavailable and probing, not failed. */
   async start(): Promise<void> {
-    await this.probe();
-    this.scheduleProbe();
+    await this.link.start();
   }
 
   publish(record: PublishRecord): Promise<void> {
     if (this.closed) return Promise.reject(new PublishError('shutting_down', 'ingress is shutting down'));
     // Fail fast while the broker is known to be down: the caller answers 503 at once instead of
     // holding the connection for the whole ack timeout.
-    if (!this.up) return Promise.reject(new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
+    if (!this.link.up) return Promise.reject(new PublishError('broker_unavailable', `broker unavailable: ${this.link.lastError}`));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({
         record,
@@ -203,11 +202,11 @@ export class BatchingPublisher {
 
   private async send(batch: Pending[]): Promise<void> {
     // A producer replaced after a failed batch: the probe that builds the next one is under way.
-    if (this.up && !this.producer) await this.probe();
-    const producer = this.producer;
-    const sender = this.sender;
-    if (!producer || !sender || !this.up) {
-      for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${this.lastError}`));
+    if (this.link.up && !this.link.producer) await this.link.probe();
+    const producer = this.link.producer;
+    const sender = this.link.sender;
+    if (!producer || !sender || !this.link.up) {
+      for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${this.link.lastError}`));
       return;
     }
     const started = performance.now();
@@ -228,7 +227,7 @@ export class BatchingPublisher {
         // only its partitions time out: the probe, not this batch, decides whether the broker as a
         // whole is unavailable (and /readyz false).
         for (const p of batch) this.settle(p, new PublishError('ack_timeout', `no ack within ${this.options.ackTimeoutMs} ms`));
-        this.replaceProducer(`no ack within ${this.options.ackTimeoutMs} ms`, producer);
+        this.link.replaceProducer(`no ack within ${this.options.ackTimeoutMs} ms`, producer);
         return;
       }
       const seconds = (performance.now() - started) / 1000;
@@ -253,14 +252,14 @@ export class BatchingPublisher {
           for (const p of retry) p.alone = true;
           this.queue.unshift(...retry);
           this.log.warn({ records: retry.length }, 'batch too large for the broker; sending its records one by one');
-          this.replaceProducer('batch too large for the broker', producer);
+          this.link.replaceProducer('batch too large for the broker', producer);
           return;
         }
         for (const p of batch) this.settle(p, new PublishError('record_too_large', 'record too large for the broker', error));
         return;
       }
       for (const p of batch) this.settle(p, new PublishError('broker_unavailable', `publish failed: ${(error as Error).message}`, error));
-      this.replaceProducer((error as Error).message, producer);
+      this.link.replaceProducer((error as Error).message, producer);
     } finally {
       clearTimeout(timer);
     }
@@ -273,127 +272,24 @@ export class BatchingPublisher {
     else pending.resolve();
   }
 
-  /** Never reuse a producer after a failed or timed-out send; the probe builds the next one at once. */
-  private replaceProducer(reason: string, producer: Producer): void {
-    if (producer !== this.producer) return;
-    this.producer = undefined;
-    this.sender = undefined;
-    producer.disconnect().catch(() => {});
-    this.log.warn({ reason }, 'publish failed; the producer is replaced');
-    void this.probe();
-  }
-
-  private markDown(reason: string, producer: Producer | undefined): void {
-    if (this.up) this.log.warn({ reason }, 'broker unavailable; answering 503 until it is back');
-    this.up = false;
-    this.lastError = reason;
-    this.options.metrics.brokerAvailable.set(0);
-    if (producer && producer === this.producer) {
-      this.producer = undefined;
-      this.sender = undefined;
-      producer.disconnect().catch(() => {});
-    }
-    // Records queued behind the failed batch would only wait for their timeout.
+  /** The broker went down: records queued behind the failed batch would only wait for their timeout. */
+  private failQueued(reason: string): void {
     for (const p of this.queue) this.settle(p, new PublishError('broker_unavailable', `broker unavailable: ${reason}`));
     this.queue = [];
-  }
-
-  private scheduleProbe(): void {
-    if (this.closed) return;
-    this.probeTimer = setTimeout(() => {
-      void this.probe().finally(() => this.scheduleProbe());
-    }, this.options.probeIntervalMs);
-    this.probeTimer.unref();
-  }
-
-  private probe(): Promise<void> {
-    this.probing ??= this.runProbe().finally(() => {
-      this.probing = undefined;
-    });
-    return this.probing;
-  }
-
-  private async runProbe(freshAdminRetry = true): Promise<void> {
-    if (this.closed) return;
-    try {
-      if (!this.admin) {
-        // A few quick retries: with one broker of several dead, the next attempt asks another broker.
-        this.admin = this.options.kafka.admin({ retry: { retries: 3, initialRetryTime: 50, maxRetryTime: 500 } });
-        await withTimeout(this.admin.connect(), this.options.ackTimeoutMs, 'broker_request_timeout', 'admin connect');
-      }
-      // A metadata round trip for our topic: proves a broker answers and that the topic exists
-      // with a leader for every partition (topics are never auto-created).
-      const metadata = await withTimeout(
-        this.admin.fetchTopicMetadata({ topics: [this.options.topic] }),
-        this.options.ackTimeoutMs,
-        'broker_request_timeout',
-        'topic metadata',
-      );
-      const partitions = metadata.topics[0]?.partitions ?? [];
-      // One partition without a leader (a broker of several just died) fails only the requests
-      // keyed to it, each with its own 503; the ingress is down only when no partition can be written.
-      if (partitions.length === 0 || partitions.every((p) => p.leader < 0)) {
-        throw new Error(`topic ${this.options.topic} has no partition with a leader`);
-      }
-      this.layout = layoutFromMetadata(partitions);
-      if (!this.producer) {
-        // kafkajs warns that finite retries (shared/plumbing/kafka/client.ts) may break exactly-once; here a
-        // producer whose send failed or timed out is never used again, and its replacement gets a
-        // new producer id, so no sequence gap is carried over.
-        const producer = createIdempotentProducer(this.options.kafka);
-        try {
-          await withTimeout(producer.connect(), this.options.ackTimeoutMs, 'broker_request_timeout', 'producer connect');
-        } catch (error) {
-          producer.disconnect().catch(() => {});
-          // The cluster answered metadata: only this connect failed (it may have picked a broker
-          // that just died). Not an outage of the broker as a whole; the next probe tries again.
-          if (!this.up) throw error;
-          this.log.warn({ err: error }, 'producer connect failed; trying again at the next probe');
-          return;
-        }
-        if (this.closed) {
-          await producer.disconnect().catch(() => {});
-          return;
-        }
-        this.producer = producer;
-        this.sender = new PartitionedSender(producer, async () => this.layout);
-      }
-      if (!this.up) {
-        this.up = true;
-        this.lastError = '';
-        this.options.metrics.brokerAvailable.set(1);
-        this.log.info('broker available; publishing');
-      }
-    } catch (error) {
-      const admin = this.admin;
-      this.admin = undefined;
-      admin?.disconnect().catch(() => {});
-      // Up until now: the admin's connection may be the one to a broker that just died (kafkajs
-      // keeps asking the broker it is connected to). One more try at once on a fresh admin, which
-      // bootstraps from the brokers that answer, before the ingress calls the whole cluster down.
-      if (this.up && freshAdminRetry) return this.runProbe(false);
-      this.markDown(`probe failed: ${(error as Error).message}`, this.producer);
-    }
   }
 
   /** Sends everything already accepted, waits for the acks, then disconnects. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.probeTimer) clearTimeout(this.probeTimer);
-    await this.probing?.catch(() => {});
+    await this.link.stopProbing();
     while (this.inFlight || this.queue.some((p) => !p.settled)) {
       if (!this.inFlight) this.flush();
       await this.inFlight;
     }
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = undefined;
-    await this.producer?.disconnect().catch(() => {});
-    await this.admin?.disconnect().catch(() => {});
-    this.producer = undefined;
-    this.sender = undefined;
-    this.admin = undefined;
-    this.up = false;
+    await this.link.disconnect();
   }
 }
 
