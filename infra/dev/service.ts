@@ -1,10 +1,10 @@
 // `npm run ingress` / `npm run worker` / `npm run console`: one service on its own, so a deployment can scale them
 // apart (any number of workers in one consumer group). Finds the broker and Postgres the way
-// `npm start` does (infra/dev/bootstrap.ts: KAFKA_BROKERS / DATABASE_URL when set, else Docker, else
-// the local broker and database), creates missing topics, applies migrations (worker), then runs
+// `npm start` does (infra/dev/bootstrap.ts: KAFKA_BROKERS / DATABASE_URL when set, else the local
+// broker and database), creates missing topics, applies migrations (worker), then runs
 // the service as a child process and exits with its exit status. No supervisor here: where the
 // services run apart, restarting them is the platform's job (systemd, Kubernetes, `npm start`).
-// A broker or database this command started is left running for the other processes using it.
+// A broker this command started is left running for the other processes using it.
 import os from 'node:os';
 import path from 'node:path';
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka } from './bootstrap.ts';
@@ -34,7 +34,6 @@ if (spec.kind !== 'console')
     leftRunning = kafka.leftRunning ? [kafka.leftRunning] : [];
     if (spec.kind === 'worker') {
       const database = await provideDatabase(log);
-      if (database.leftRunning) leftRunning.push(database.leftRunning);
       env.DATABASE_URL = database.value;
       await prepareTopics(kafka.value, logger);
       await prepareDatabase(database.value, logger);

@@ -1,7 +1,7 @@
 // `npm start`: brings the whole bridge up on this machine and keeps it in the foreground.
-// Broker (KAFKA_BROKERS, else Docker, else a local KRaft node from the Maven jars), Postgres
-// (DATABASE_URL, else the local server, else Docker, else embedded), topics, migrations, then the
-// services (ingress, worker(s), console), each under a supervisor: a service that dies is restarted with backoff
+// Broker (KAFKA_BROKERS, else a local KRaft node from the Maven jars), Postgres (DATABASE_URL,
+// else the local server, else embedded), topics, migrations, then the services (ingress,
+// worker(s), console), each under a supervisor: a service that dies is restarted with backoff
 // (infra/dev/supervisor.ts). WORKERS=N runs N workers in the consumer group. Ctrl-C (SIGINT) or
 // SIGTERM stops the services, restarts nothing, and stops what this process started and nothing else.
 import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';

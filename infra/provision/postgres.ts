@@ -1,9 +1,8 @@
-import { existsSync, mkdirSync, readdirSync, chownSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, chownSync, statSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import pg from 'pg';
 import { cacheDir } from '../paths.ts';
-import { compose, dockerEngineAvailable } from './docker.ts';
 import { SQLSTATE, sqlstateOf } from '#domain/failures/sqlstate.ts';
 
 export const localServerUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -12,7 +11,7 @@ const embeddedPort = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
 export interface ResolvedPostgres {
   /** A URL for a maintenance database (CREATE DATABASE works there). */
   adminUrl: string;
-  origin: 'env' | 'local' | 'docker' | 'embedded';
+  origin: 'env' | 'local' | 'embedded';
   stop: () => Promise<void>;
 }
 
@@ -34,28 +33,9 @@ export async function canConnect(url: string, timeoutMs = 2000): Promise<boolean
   return (await connectError(url, timeoutMs)) === undefined;
 }
 
-async function waitFor(url: string, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await canConnect(url)) return true;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-  return false;
-}
-
-function startInstalledCluster(log: (l: string) => void): boolean {
-  if (!existsSync('/etc/postgresql')) return false;
-  const versions = readdirSync('/etc/postgresql');
-  for (const version of versions) {
-    log(`starting the installed PostgreSQL ${version} cluster`);
-    spawnSync('pg_ctlcluster', ['--skip-systemctl-redirect', version, 'main', 'start'], { stdio: 'inherit' });
-  }
-  return versions.length > 0;
-}
-
 /**
- * DATABASE_URL when set; else the local server on 5432 (started if installed but down);
- * else Docker; else an embedded Postgres from node_modules, so a laptop with neither works.
+ * DATABASE_URL when set; else the local server on 5432; else an embedded Postgres from
+ * node_modules, so a laptop without PostgreSQL works.
  */
 export async function resolvePostgres(log: (l: string) => void = () => {}): Promise<ResolvedPostgres> {
   const noop = async () => {};
@@ -63,15 +43,6 @@ export async function resolvePostgres(log: (l: string) => void = () => {}): Prom
     return { adminUrl: await useDatabaseUrl(process.env.DATABASE_URL, log), origin: 'env', stop: noop };
   }
   if (await canConnect(localServerUrl)) return { adminUrl: localServerUrl, origin: 'local', stop: noop };
-  if (startInstalledCluster(log) && (await waitFor(localServerUrl, 20_000))) {
-    return { adminUrl: localServerUrl, origin: 'local', stop: noop };
-  }
-  if (dockerEngineAvailable()) {
-    log('starting Postgres with docker compose');
-    compose(['up', '-d', '--wait', 'postgres']);
-    if (!(await waitFor(localServerUrl, 60_000))) throw new Error('Postgres container did not become ready');
-    return { adminUrl: localServerUrl, origin: 'docker', stop: async () => compose(['stop', 'postgres']) };
-  }
   return startEmbedded(log);
 }
 

@@ -1,4 +1,4 @@
-// Manage the local Kafka used when no KAFKA_BROKERS and no Docker engine are available.
+// Manage the local Kafka the start commands and the tests use when KAFKA_BROKERS is unset.
 //   tsx infra/provision/kafka/cli.ts start [--cluster3]   start (or reuse) and leave it running
 //   tsx infra/provision/kafka/cli.ts stop  [--cluster3]   stop it from its pid files
 //   tsx infra/provision/kafka/cli.ts status [--cluster3]
