@@ -1,16 +1,16 @@
 // The services run from JavaScript bundles built by esbuild, not from the TypeScript sources
-// through tsx's loader. Measured side by side (bench/ingress/flags.ts, bench/results/footprint.md):
-// the same ingress peaked at 130-137 MB RSS from a bundle against 167-235 MB through tsx, at about
-// a tenth less CPU per request. tsx transforms with `keepNames` (every named function, closures
-// made per call included, gets an `Object.defineProperty` call) and keeps a source map of every
-// module; a bundle has neither and loads no loader.
+// through tsx's loader: side by side, a bundle needs less memory and less CPU per request
+// (bench/ingress/flags.ts, bench/results/footprint.md). tsx transforms with `keepNames` (every
+// named function, closures made per call included, gets an `Object.defineProperty` call) and keeps
+// a source map of every module; a bundle has neither and loads no loader.
 //
 // One bundle per entry point, node_modules left as imports. A module's `import.meta.url` becomes
 // the URL of its source file as the build lays files out, written relative to the bundle, so files
 // found relative to a module (migrations, the console's assets) are read from the repository in a
-// development build and from dist/ in the release build (infra/build/dist.ts), which copies them there.
+// development build and from dist/ in the release build (infra/build/dist.ts), which copies them
+// there.
 // No bundle names a machine's path, so a dist/ runs wherever it is copied.
-// Building takes a few tens of milliseconds, so it runs on every start and is never stale.
+// Building is quick, so it runs on every start and a bundle is never stale.
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { build, type Plugin } from 'esbuild';

@@ -26,19 +26,13 @@ export interface ServiceSpec {
 }
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
-  // A bounded young generation keeps the ingress's RSS within 150 MB at full load: from its bundle,
-  // 8 MB semi-spaces peaked at 128-142 MB in ten bench:ingress / bench/ingress/flags.ts processes.
-  // Alone they let one process in three reach 175-188 MB (old space grown to ~100 MB for ~30 MB
-  // live); a 96 MB old generation and two glibc malloc arenas keep it at 131-139 MB at the same
-  // rate and CPU, and at ~280 MB (not 1.1 GB) under 128 concurrent 860 KiB webhooks
-  // (bench/results/footprint.md).
-  // --concurrent-turbofan-max-threads=1 (V8's default is 4), for both services: about 10,000
-  // requests after a start V8 moves the whole request path (the HTTP parser, verify, publish,
-  // respond: dozens of functions at once) from Maglev to TurboFan, 10-55 ms of compilation each. On
-  // four threads that burst took both cores of a 2-core machine for ~300 ms and stalled every
-  // process on it; at 1,000 req/s POST -> ack p99 was 258 / 73 / 180 / 297 / 101 ms against 82 / 79
-  // / 70 / 57 / 78 with one compiler thread, POST -> applied 296 / 171 / 234 / 349 / 192 against
-  // 139 / 183 / 119 / 105 / 173 ms (bench:e2e, five rounds, alternating).
+  // Small semi-spaces, a bounded old generation and two glibc malloc arenas keep the ingress's RSS
+  // bounded at full load and under large bodies, at the same rate and CPU (bench/ingress/flags.ts,
+  // bench/results/footprint.md).
+  // --concurrent-turbofan-max-threads=1, for both services: once warm, V8 recompiles the whole
+  // request path with TurboFan at once, and on several threads that burst takes every core of a
+  // small machine and stalls the other processes; one thread spreads it out and lowers the POST ->
+  // ack and POST -> applied tails (bench:e2e, docs/benchmarks.md).
   ingress: {
     kind: 'ingress',
     main: 'services/ingress/main.ts',
@@ -46,15 +40,11 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     env: { MALLOC_ARENA_MAX: '2' },
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
-  // 16 MB semi-spaces (64 before) and a 96 MB old generation, with the relay on the worker's event
-  // loop (WORKER_RELAY=inline): peak RSS 231 MB draining a 200,000-event backlog (425 MB with the
-  // relay thread and no old-generation bound), and it drained 400 events of 950 KB each at 286 MB
-  // (bench/results/footprint.md).
-  // --heap-growing-percent=100: with the old generation bounded, V8 grew it by ~10% past what a
-  // mark-compact left live (~23 MB), so at 1,000 req/s the worker ran a full mark-compact every
-  // ~200 ms (62 against 71 scavenges) and its GC threads took a fifth of a core. Doubling instead:
-  // 16 mark-compacts, worker CPU 43-44% -> 34-36% of a core in bench:e2e at 1,000 req/s, the same
-  // peak RSS within a few MB (bench:worker backlog: 236 against 232 MB, 11,227 against 10,951 events/s).
+  // Bounded semi-spaces and old generation keep the worker's peak RSS low while it drains a large
+  // backlog, large events included (bench:worker, bench/results/footprint.md).
+  // --heap-growing-percent=100: with the old generation bounded, V8 grows it only a little past
+  // what a mark-compact left live, so under steady load the worker ran full mark-compacts back to
+  // back; doubling instead cuts its GC CPU at the same peak RSS (bench:e2e, bench:worker).
   worker: {
     kind: 'worker',
     main: 'services/worker/main.ts',

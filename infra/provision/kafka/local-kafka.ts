@@ -22,9 +22,8 @@ export interface LocalKafkaOptions {
   /**
    * Let the JVM compile hot code with C2 (its default), for a broker that serves for minutes: the
    * shared single broker that npm start, kafka:start and the tests use. Off (C1 only, which starts
-   * with less CPU) for the short-lived clusters a test starts and kills. In bench:e2e, once warm,
-   * the broker took 15-20% less CPU with C2 and the 100 req/s median fell from 30 to 23 ms
-   * (bench/results/e2e.md).
+   * with less CPU) for the short-lived clusters a test starts and kills. Once warm, C2 costs the
+   * broker less CPU and lowers the bridge's median latency (bench:e2e, bench/results/e2e.md).
    */
   fullJit?: boolean;
   log?: (line: string) => void;
