@@ -9,7 +9,7 @@ const scratch = mkdtempSync(path.join(tmpdir(), 'kafka-start-'));
 process.env.BRIDGE_CACHE_DIR = path.join(scratch, 'cache');
 // A private Maven repository makes the first start a true download from Maven Central.
 process.env.MAVEN_OPTS = `${process.env.MAVEN_OPTS ?? ''} -Dmaven.repo.local=${path.join(scratch, 'm2')}`;
-const { LocalKafka, KAFKA_VERSION } = await import('../infra/kafka/local-kafka.ts');
+const { LocalKafka, KAFKA_VERSION } = await import('../infra/provision/kafka/local-kafka.ts');
 
 const kafka = new LocalKafka({ name: 'bench', nodes: 1, basePort: 49092 });
 const timings: Record<string, number> = {};

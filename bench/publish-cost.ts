@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
 import type { Producer } from '#plumbing/kafka/types.ts';
-import { KAFKA_VERSION } from '../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../infra/provision/kafka/local-kafka.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer, TRANSACTION_RETRY_INITIAL_MS } from '#plumbing/kafka/producers.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';

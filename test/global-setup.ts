@@ -1,10 +1,10 @@
 import type { TestProject } from 'vitest/node';
 import pg from 'pg';
 import { migrate } from '#domain/store/migrate.ts';
-import { LocalKafka, singleNodeDefaults } from '../infra/kafka/local-kafka.ts';
-import { resolvePostgres, withDatabase, canConnect } from '../infra/postgres.ts';
-import { dockerEngineAvailable } from '../infra/docker.ts';
-import { buildServices } from '../infra/services.ts';
+import { LocalKafka, singleNodeDefaults } from '../infra/provision/kafka/local-kafka.ts';
+import { resolvePostgres, withDatabase, canConnect } from '../infra/provision/postgres.ts';
+import { dockerEngineAvailable } from '../infra/provision/docker.ts';
+import { buildServices } from '../infra/dev/services.ts';
 import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 
 declare module 'vitest' {

@@ -1,5 +1,5 @@
 // npm run bench:e2e: the bridge end to end, as `npm start` runs it (the ingress and the worker as
-// separate processes with their production Node flags, infra/services.ts), against the local broker
+// separate processes with their production Node flags, infra/dev/services.ts), against the local broker
 // and Postgres, with a fresh database and fresh topics. Drives the ingress at fixed rates, open loop
 // (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and reads the
 // worker's commits (bench/e2e/observe.ts), and reports POST -> record on the applied topic per rate
@@ -16,10 +16,10 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { loadDevEnv } from '../../infra/bootstrap.ts';
-import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { loadDevEnv } from '../../infra/dev/bootstrap.ts';
+import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { serviceSpecs } from '../../infra/services.ts';
+import { serviceSpecs } from '../../infra/dev/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -468,8 +468,8 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${ingress.args.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
-(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
-flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
+(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
+flags and environment (infra/dev/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);
 ${WARMUP_MS > 0 ? `a ${WARMUP_MS / 1000} s warm-up at ${WARMUP_RATE} req/s, then ` : ''}${measuredRates.map((m) => m.phase.rate.toLocaleString('en')).join(', ')} req/s for ${DURATION_MS / 1000} s each, each phase drained (every 2xx on the applied topic) before the next.

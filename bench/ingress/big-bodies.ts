@@ -1,13 +1,13 @@
 // The ingress's memory under its worst admitted input: many concurrent webhooks near the body limit,
 // made of small JSON objects (which parse into several times their size on the heap).
 //   npx tsx bench/ingress/big-bodies.ts      (BENCH_BIG_CONCURRENCY, default 128; BENCH_BIG_ROUNDS, default 3)
-// One ingress from its bundle with npm start's flags and environment (infra/services.ts); each
+// One ingress from its bundle with npm start's flags and environment (infra/dev/services.ts); each
 // round sends every body at once and waits for every answer (202, or 503 past
 // MAX_INFLIGHT_BODY_BYTES, which is how the ingress sheds this load). Prints the answers and the
 // ingress's VmHWM after each round; bench/results/footprint.md keeps the figures.
 import http from 'node:http';
-import { buildBundles } from '../../infra/build.ts';
-import { serviceSpecs } from '../../infra/services.ts';
+import { buildBundles } from '../../infra/build/build.ts';
+import { serviceSpecs } from '../../infra/dev/services.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';

@@ -9,14 +9,14 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
-import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { buildBundles } from '../../infra/build.ts';
-import { serviceSpecs } from '../../infra/services.ts';
+import { buildBundles } from '../../infra/build/build.ts';
+import { serviceSpecs } from '../../infra/dev/services.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { benchTopic, CONNECTIONS, DURATION_MS, measureRound, startServer, WARMUP_MS, warmUp } from './load.ts';
 
-// The ingress runs from its bundle (infra/build.ts) as npm start runs it; a set that starts with
+// The ingress runs from its bundle (infra/build/build.ts) as npm start runs it; a set that starts with
 // `from=source` runs services/ingress/main.ts through tsx's loader instead.
 const productionSet = [
   ...serviceSpecs.ingress.nodeArgs,

@@ -22,7 +22,7 @@ export const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 3000);
 export const RESOURCE_IDS = 10_000;
 export const BODY_BYTES = 1024;
 
-export const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+export const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 export const secret = devEnv.DEMO_SECRET!;
 
 export function signedBody(): { body: Buffer; headers: Record<string, string> } {
@@ -151,7 +151,7 @@ export async function startServer(file: string, env: Record<string, string>, nod
   // server's synchronous log writes, which is a property of this bench, not of the server.
   spawned += 1;
   const logFile = path.join(tmpdir(), `bench-${path.basename(file, '.ts')}-${process.pid}-${spawned}.log`);
-  // A bundle (infra/build.ts) runs as it is; a TypeScript file through tsx's loader.
+  // A bundle (infra/build/build.ts) runs as it is; a TypeScript file through tsx's loader.
   const loader = file.endsWith('.ts') ? ['--import', 'tsx'] : [];
   const child = spawn(process.execPath, [...nodeFlags, ...loader, path.resolve(repoRoot, file)], {
     cwd: repoRoot,
@@ -264,7 +264,7 @@ export async function benchTopic(name: string, brokers: string[]) {
     ...devEnv,
     KAFKA_BROKERS: brokers.join(','),
     TOPIC_EVENTS: settings.events,
-    WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json',
+    WEBHOOK_SOURCES_FILE: 'infra/dev/dev-sources.json',
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
   };
   const remove = async () => {

@@ -6,10 +6,10 @@
 import { writeFileSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
-import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { buildBundles } from '../../infra/build.ts';
-import { serviceSpecs } from '../../infra/services.ts';
+import { buildBundles } from '../../infra/build/build.ts';
+import { serviceSpecs } from '../../infra/dev/services.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
 import {
   BODY_BYTES,
@@ -31,7 +31,7 @@ import {
 // Measured rounds alternate (a) and (b), so both see the same machine over the same minutes; the
 // reported ratio is the median of the per-round ratios (these 2-core machines are noisy).
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-// The ingress's production flags and allocator environment (infra/services.ts), unless
+// The ingress's production flags and allocator environment (infra/dev/services.ts), unless
 // BENCH_NODE_FLAGS says otherwise (the environment stays; the bare server runs with the same flags, without it).
 const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? serviceSpecs.ingress.nodeArgs.join(' ')).split(' ').filter(Boolean);
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
@@ -43,7 +43,7 @@ function medianBy<T>(rounds: T[], by: (r: T) => number): T {
 
 const { admin, settings, ingressEnv, remove } = await benchTopic('bench-ingress', brokers);
 const loadBefore = loadavg();
-// Both from esbuild bundles, as npm start runs the ingress (infra/build.ts).
+// Both from esbuild bundles, as npm start runs the ingress (infra/build/build.ts).
 const [bareBundle, ingressBundle] = (await buildBundles(['bench/ingress/bare-server.ts', serviceSpecs.ingress.main])) as [string, string];
 const bare = await startServer(bareBundle, {}, NODE_FLAGS);
 const ingress = await startServer(ingressBundle, { ...serviceSpecs.ingress.env, ...ingressEnv }, NODE_FLAGS, true);
@@ -97,7 +97,7 @@ Load: ${CONNECTIONS} keep-alive connections from one Node process on the same ma
 server and the broker), ${BODY_BYTES} B hmac-sha256-signed theme.updated bodies over ${RESOURCE_IDS.toLocaleString('en')} resource ids,
 signed up front (a pool of ${POOL_SIZE.toLocaleString('en')}, reused round-robin); ${WARMUP_MS / 1000} s warm-up of each server, then ${ROUNDS} rounds of
 ${DURATION_MS / 1000} s (a) followed by ${DURATION_MS / 1000} s (b). Topic: 12 partitions, replication 1,
-acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build.ts, as npm start runs the ingress), the ingress with ${
+acks=all, idempotent producer. Servers run as \`node ${NODE_FLAGS.join(' ')} <bundle>\` (esbuild bundles, infra/build/build.ts, as npm start runs the ingress), the ingress with ${
   Object.entries(serviceSpecs.ingress.env)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ') || 'no extra environment'

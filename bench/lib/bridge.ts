@@ -1,6 +1,6 @@
 // The bridge under a benchmark, as `npm start` runs it: a fresh database (migrated) and fresh
 // topics, then the ingress and one worker as separate processes with their production Node flags
-// (infra/services.ts), each logging to a file. The same steps as bench/e2e/run.ts's set-up, written
+// (infra/dev/services.ts), each logging to a file. The same steps as bench/e2e/run.ts's set-up, written
 // as functions with the run's name in every database, topic, group and log file name
 // (bench_<name>_<stamp>, bench.<name>.<stamp>.events, ...).
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -11,8 +11,8 @@ import path from 'node:path';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
-import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/postgres.ts';
-import { buildServices, serviceArgs, serviceEnv, serviceSpecs, type ServiceSpec } from '../../infra/services.ts';
+import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/provision/postgres.ts';
+import { buildServices, serviceArgs, serviceEnv, serviceSpecs, type ServiceSpec } from '../../infra/dev/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
@@ -59,7 +59,7 @@ export interface StartServiceOptions {
   /** Appended to the environment (the caller's environment first). */
   env: Record<string, string>;
   logFile: string;
-  /** Extra Node arguments after npm start's (a preload must be JavaScript: infra/build.ts's buildBundles makes one). */
+  /** Extra Node arguments after npm start's (a preload must be JavaScript: infra/build/build.ts's buildBundles makes one). */
   extraNodeArgs?: string[];
   /** Open an IPC channel to the child (process.send in the service; a preload can use it). */
   ipc?: boolean;
@@ -70,7 +70,7 @@ export async function startService(spec: ServiceSpec, options: StartServiceOptio
   // Logs go to a file, not a pipe this busy process would drain late (a stalled pipe would stall the
   // service's log writes: a property of the bench, not of the service).
   const out = openSync(options.logFile, 'w');
-  // The command line of infra/services.ts's spawnService, which npm start's supervisor runs: the
+  // The command line of infra/dev/services.ts's spawnService, which npm start's supervisor runs: the
   // service's bundle, built from the sources as they are now.
   // BENCH_SERVICES_FROM=source runs the TypeScript sources through tsx instead, for comparisons.
   await buildServices();

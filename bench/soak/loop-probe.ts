@@ -1,4 +1,4 @@
-// Preloaded into each service by bench:soak (`--import` of its bundle, built by infra/build.ts). The
+// Preloaded into each service by bench:soak (`--import` of its bundle, built by infra/build/build.ts). The
 // services register no prom-client default metrics (their /metrics has no nodejs_eventloop_lag_*),
 // so this measures the event-loop delay the way those metrics would (perf_hooks
 // monitorEventLoopDelay at 10 ms resolution) without touching the services. Node runs --import in

@@ -3,9 +3,9 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { KAFKA_VERSION } from '../../infra/kafka/local-kafka.ts';
+import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import type { ResolvedPostgres } from '../../infra/postgres.ts';
+import type { ResolvedPostgres } from '../../infra/provision/postgres.ts';
 import type { TopicSettings } from '#plumbing/kafka/topics.ts';
 import { BODY_BYTES } from '../e2e/load.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
@@ -122,7 +122,7 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up (bench/lib/bridge.ts): a fresh database (migrated) and fresh topics (${run.settings.eventsPartitions} partitions, ${run.settings.retryLevels} retry levels), the ingress
 (\`node ${run.services.ingress.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker applying to Postgres with its relay publishing to the applied topic (on the worker's event loop unless WORKER_RELAY=thread)
-(\`node ${run.services.worker.join(' ').replaceAll(repoRoot + '/', '')}\`) as separate processes: npm start's Node flags and environment (infra/dev.env;
+(\`node ${run.services.worker.join(' ').replaceAll(repoRoot + '/', '')}\`) as separate processes: npm start's Node flags and environment (infra/dev/dev.env;
 LOG_LEVEL=${run.logLevel}, logs to a file), production defaults otherwise, plus the event-loop probe \`${run.probe}\` preloaded (below).
 
 Load: one Node process, open loop (bench/soak/steady-load.ts: request i due at start + i / rate and sent then, whatever is still in flight; latency counts from

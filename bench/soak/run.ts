@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { loadDevEnv } from '../../infra/bootstrap.ts';
+import { loadDevEnv } from '../../infra/dev/bootstrap.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
@@ -34,7 +34,7 @@ import { achievedRate, failures, lagDrain, latencyDrift, ledger, rssGrowth } fro
 import { renderReport, type SoakRun } from './report.ts';
 import { Sampler, totalLag, type SamplePhase } from './sampler.ts';
 import { RequestLog, steadyLoad } from './steady-load.ts';
-import { buildBundles } from '../../infra/build.ts';
+import { buildBundles } from '../../infra/build/build.ts';
 
 const { values: flags } = parseArgs({
   options: {

@@ -55,7 +55,7 @@ import {
 import type { Queryable } from '#domain/store/session.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { buildDataset } from './dataset.ts';
 

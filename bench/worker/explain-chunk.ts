@@ -3,7 +3,7 @@
 // of the transaction (ANALYZE, BUFFERS, WAL) back to this client. Needs a superuser URL (LOAD).
 // Usage: npx tsx bench/worker/explain-chunk.ts [chunkSize=1000] [warmChunks=20]
 import pg from 'pg';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { buildDataset } from './dataset.ts';

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { buildDataset } from './dataset.ts';
 
 const RESOURCES = Number(process.argv[2] ?? 5000);

@@ -8,7 +8,7 @@
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { buildDataset } from './dataset.ts';

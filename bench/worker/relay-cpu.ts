@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector/promises';
 import pg from 'pg';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';

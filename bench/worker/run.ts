@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import pg from 'pg';
-import { resolvePostgres, withDatabase } from '../../infra/postgres.ts';
+import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { buildBundles } from '../../infra/build.ts';
-import { serviceSpecs } from '../../infra/services.ts';
+import { buildBundles } from '../../infra/build/build.ts';
+import { serviceSpecs } from '../../infra/dev/services.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
@@ -28,7 +28,7 @@ const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 20_000);
 // Defaults are the worker's production defaults (services/worker/config.ts).
 const BATCH_SIZE = Number(process.env.BENCH_BATCH_SIZE ?? 1000);
 const MAX_BYTES_PER_PARTITION = Number(process.env.BENCH_MAX_BYTES_PER_PARTITION ?? 1_048_576);
-// The worker process runs with npm start's Node flags (infra/services.ts); BENCH_SEMI_SPACE_MB
+// The worker process runs with npm start's Node flags (infra/dev/services.ts); BENCH_SEMI_SPACE_MB
 // replaces its young-generation size.
 const SEMI_SPACE_MB = process.env.BENCH_SEMI_SPACE_MB === undefined ? undefined : Number(process.env.BENCH_SEMI_SPACE_MB);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 12);
@@ -126,7 +126,7 @@ const nodeArgs = [
   ...(process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0),
 ];
 const events = dataset.events.length;
-// The worker child runs as the services do, from an esbuild bundle (infra/build.ts); BENCH_WORKER_FROM=source
+// The worker child runs as the services do, from an esbuild bundle (infra/build/build.ts); BENCH_WORKER_FROM=source
 // runs it through tsx's loader instead.
 const WORKER_FROM = process.env.BENCH_WORKER_FROM === 'source' ? 'source' : 'bundle';
 const workerChildEntry =
@@ -294,7 +294,7 @@ const pgVersion = await (async () => {
   await c.end();
   return rows[0]!.server_version;
 })();
-const kafkaVersion = (await import('../../infra/kafka/local-kafka.ts')).KAFKA_VERSION;
+const kafkaVersion = (await import('../../infra/provision/kafka/local-kafka.ts')).KAFKA_VERSION;
 const pkg = (await import('../../package.json', { with: { type: 'json' } })).default as { dependencies: Record<string, string> };
 
 function cpuTable(): string {

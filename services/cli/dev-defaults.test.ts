@@ -12,14 +12,14 @@ describe('dev defaults (npm run bridge only)', () => {
     expect(runViaNpmScript({})).toBe(false);
   });
 
-  it('fills unset variables from infra/dev.env and the local defaults; set ones win', () => {
+  it('fills unset variables from infra/dev/dev.env and the local defaults; set ones win', () => {
     const env: Record<string, string | undefined> = { KAFKA_BROKERS: 'kafka-1:9092' };
     applyDevDefaults(env, undefined, path.join(os.tmpdir(), 'no-such-dir', 'dev-endpoints.json'));
     expect(env.KAFKA_BROKERS).toBe('kafka-1:9092');
     expect(env.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/bridge');
     expect(env.DEMO_SECRET).toBeTruthy();
     expect(path.isAbsolute(env.WEBHOOK_SOURCES_FILE!)).toBe(true);
-    expect(env.WEBHOOK_SOURCES_FILE!.endsWith(path.join('infra', 'dev-sources.json'))).toBe(true);
+    expect(env.WEBHOOK_SOURCES_FILE!.endsWith(path.join('infra', 'dev', 'dev-sources.json'))).toBe(true);
   });
 
   // Regression: `npm start` fell back to the embedded Postgres on 54329, and `npm run bridge -- trace`

@@ -6,7 +6,7 @@ import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { devEndpointsPath, devEndpointVariables, readDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
 
 const repoRoot = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-export const devEnvFile = path.join(repoRoot, 'infra', 'dev.env');
+export const devEnvFile = path.join(repoRoot, 'infra', 'dev', 'dev.env');
 
 export const DEV_DEFAULTS: Readonly<Record<string, string>> = {
   KAFKA_BROKERS: DEFAULTS.dev.kafkaBrokers,
@@ -19,7 +19,7 @@ export function runViaNpmScript(env: Record<string, string | undefined>): boolea
 }
 
 /**
- * Fills unset variables with what `npm start` uses (infra/dev.env, and the broker and database it
+ * Fills unset variables with what `npm start` uses (infra/dev/dev.env, and the broker and database it
  * recorded in .cache/dev-endpoints.json, else the local defaults). Only for `npm run bridge`: an
  * installed `bridge` binary gets no defaults, so in production a missing KAFKA_BROKERS is an
  * error, never a silent connection to localhost.

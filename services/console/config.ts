@@ -22,7 +22,7 @@ const consoleEnv = z
     CONSOLE_SIGN_IN_TO_READ: z.stringbool().optional(),
     /** Browsers reach the console over HTTPS (a TLS proxy in front): Secure cookie, https Origin. */
     CONSOLE_HTTPS: z.stringbool().default(false),
-    /** Set by infra/dev.env: the public dev operator token is accepted (on loopback only). */
+    /** Set by infra/dev/dev.env: the public dev operator token is accepted (on loopback only). */
     CONSOLE_DEV: z.stringbool().default(false),
     /** Warn about dead letters this many days before the DLQ topic's retention deletes them. */
     CONSOLE_DLQ_EXPIRY_WARNING_DAYS: z.coerce.number().positive().default(7),
@@ -59,7 +59,7 @@ export interface ConsoleConfig {
 
 export const DEFAULT_DLQ_EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
 
-/** The public token infra/dev.env gives `npm start`: anyone can read it in the repository. */
+/** The public token infra/dev/dev.env gives `npm start`: anyone can read it in the repository. */
 export const PUBLIC_DEV_OPERATOR_TOKEN = 'dev-operator-token-change-me';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
@@ -76,7 +76,7 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
   // Anyone who has read the repository knows the dev token: it opens a console on this machine only.
   if (c.CONSOLE_OPERATOR_TOKEN === PUBLIC_DEV_OPERATOR_TOKEN && !(loopback && c.CONSOLE_DEV))
     problems.push(
-      'CONSOLE_OPERATOR_TOKEN is the public dev token from infra/dev.env: it is accepted only with CONSOLE_DEV=true on a loopback CONSOLE_HOST; set a token of your own',
+      'CONSOLE_OPERATOR_TOKEN is the public dev token from infra/dev/dev.env: it is accepted only with CONSOLE_DEV=true on a loopback CONSOLE_HOST; set a token of your own',
     );
   if (signInToRead && c.CONSOLE_OPERATOR_TOKEN === undefined)
     problems.push(

@@ -51,7 +51,7 @@ type FromThread =
 
 const THREAD_KIND = 'outbox-relay';
 
-// Set by infra/build.ts in a bundle: the relay's own bundle, relative to this module, since a worker
+// Set by infra/build/build.ts in a bundle: the relay's own bundle, relative to this module, since a worker
 // bundle as the thread's entry would start a second worker in it. Running the sources, the
 // thread's entry is this file.
 declare const RELAY_THREAD_ENTRY: string | undefined;

@@ -3,7 +3,7 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rename
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildDist } from '../../infra/dist.ts';
+import { buildDist } from '../../infra/build/dist.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
@@ -14,7 +14,7 @@ import { HMAC_SECRET, post, signedRequest, waitFor } from '../ingress/helpers.ts
 // `npm run build` makes a dist/ that runs wherever it is copied: built, moved to a directory that
 // has nothing to do with the repository, and started from there (the CLI migrates an empty
 // database; the ingress, the worker and the console run against the real broker and Postgres).
-describe('the release build runs where it is moved (infra/dist.ts)', () => {
+describe('the release build runs where it is moved (infra/build/dist.ts)', () => {
   const temporary: string[] = [];
   const running: ServiceProcess[] = [];
   let dist: string;

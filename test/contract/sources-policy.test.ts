@@ -26,7 +26,7 @@ describe('contract: per-source policy (real ingress, worker, Kafka and Postgres)
   let h: Harness;
 
   beforeAll(async () => {
-    const strict = loadStrictSchema('strict-schemas/theme.strict.schema.json', path.join(repoRoot, 'infra'));
+    const strict = loadStrictSchema('strict-schemas/theme.strict.schema.json', path.join(repoRoot, 'infra', 'dev'));
     const sources: WebhookSource[] = [
       { ...hmacSource('themes-only', SECRET_A, [TENANT]) },
       { ...hmacSource('catalogue', SECRET_B, [TENANT]), resourceTypes: ['theme', 'palette', 'design_catalogue'] },

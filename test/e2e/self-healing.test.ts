@@ -11,7 +11,7 @@ import { readTopic, testKafka, topicRecordCount } from '../helpers/kafka.ts';
 import { send } from '../ingress/helpers.ts';
 import { appliedLedger, firstOf } from '../failures/ledger-kit.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { portOpen } from '../../infra/kafka/local-kafka.ts';
+import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 
@@ -74,7 +74,7 @@ const KILL_AT_MS = 6_000;
 // The issue "A bridge that heals itself": under `npm start` a worker killed with SIGKILL while
 // signed traffic flows through the real ingress is restarted by the supervisor, and every
 // acknowledged event still ends up applied (or a duplicate / stale), in order, with nothing lost.
-describe('npm start heals itself (infra/up.ts)', () => {
+describe('npm start heals itself (infra/dev/up.ts)', () => {
   let db: TestDatabase;
   let up: ChildProcess;
   let output = '';
@@ -100,7 +100,7 @@ describe('npm start heals itself (infra/up.ts)', () => {
     ports.public = await freePort();
     ports.ingressAdmin = await freePort();
     ports.workerAdmin = await freePort();
-    up = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'up.ts')], {
+    up = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'dev', 'up.ts')], {
       cwd: repoRoot,
       env: {
         ...process.env,
@@ -143,7 +143,7 @@ describe('npm start heals itself (infra/up.ts)', () => {
     expect(upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker started'))?.pid).toBe(firstWorkerPid);
 
     // Steady signed traffic through the real ingress: RESOURCES resources, increasing versions each.
-    const secret = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')).DEMO_SECRET!;
+    const secret = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')).DEMO_SECRET!;
     const baseUrl = `http://127.0.0.1:${ports.public}`;
     const resourceIds = Array.from({ length: RESOURCES }, (_, i) => `thm_heal_${i}_${base.slice(-6)}`);
     const nextVersion = resourceIds.map(() => 0);

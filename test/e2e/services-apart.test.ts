@@ -10,7 +10,7 @@ import { uniqueName } from '../helpers/names.ts';
 import { testKafka } from '../helpers/kafka.ts';
 import { send } from '../ingress/helpers.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { portOpen } from '../../infra/kafka/local-kafka.ts';
+import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 
@@ -47,10 +47,10 @@ interface Service {
   exit: Promise<number | null>;
 }
 
-// `npm run ingress` / `npm run worker` (infra/service.ts): each service in its own process, two
+// `npm run ingress` / `npm run worker` (infra/dev/service.ts): each service in its own process, two
 // workers in one consumer group, each finding its own admin port; a worker stopped, the other
 // takes over; each command exits with its service's status.
-describe('the services run apart (infra/service.ts)', () => {
+describe('the services run apart (infra/dev/service.ts)', () => {
   let db: TestDatabase;
   const services: Service[] = [];
   const base = uniqueName('apart');
@@ -71,7 +71,7 @@ describe('the services run apart (infra/service.ts)', () => {
     // The ingress needs no database; the workers find their own admin ports.
     if (kind === 'ingress') delete env.DATABASE_URL;
     else delete env.ADMIN_PORT;
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'service.ts'), kind], {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'dev', 'service.ts'), kind], {
       cwd: repoRoot,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -131,7 +131,7 @@ describe('the services run apart (infra/service.ts)', () => {
     });
     expect(members).toHaveLength(2);
 
-    const secret = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')).DEMO_SECRET!;
+    const secret = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')).DEMO_SECRET!;
     const resources = Array.from({ length: 6 }, (_, i) => `thm_apart_${i}_${base.slice(-6)}`);
     const versions = resources.map(() => 0);
     const sendRound = async () => {

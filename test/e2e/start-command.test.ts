@@ -10,7 +10,7 @@ import { uniqueName } from '../helpers/names.ts';
 import { testKafka, testBrokers } from '../helpers/kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { brokerReady } from '#plumbing/kafka/client.ts';
-import { portOpen } from '../../infra/kafka/local-kafka.ts';
+import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 
@@ -31,7 +31,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 
 // The README's start command, end to end: topics, migrations, ingress and worker from one process;
 // a signed webhook becomes state and an applied record; Ctrl-C stops the services and nothing else.
-describe('npm start (infra/up.ts)', () => {
+describe('npm start (infra/dev/up.ts)', () => {
   let db: TestDatabase;
   let up: ChildProcess;
   let output = '';
@@ -43,7 +43,7 @@ describe('npm start (infra/up.ts)', () => {
     ports.public = await freePort();
     ports.ingressAdmin = await freePort();
     ports.workerAdmin = await freePort();
-    up = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'up.ts')], {
+    up = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'infra', 'dev', 'up.ts')], {
       cwd: repoRoot,
       env: {
         ...process.env,
@@ -79,7 +79,7 @@ describe('npm start (infra/up.ts)', () => {
       return res.ok ? true : undefined;
     });
 
-    const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
+    const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8'));
     const event = sampleThemeEvent();
     const body = JSON.stringify(event);
     const headers = signWebhook({ scheme: 'hmac-sha256', secret: devEnv.DEMO_SECRET!, body, id: event.event_id });

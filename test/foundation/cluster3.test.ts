@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka, threeNodeDefaults } from '../../infra/kafka/local-kafka.ts';
+import { LocalKafka, threeNodeDefaults } from '../../infra/provision/kafka/local-kafka.ts';
 import { testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 

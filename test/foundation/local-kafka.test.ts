@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { brokerReady } from '#plumbing/kafka/client.ts';
-import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
+import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 
 describe('local Kafka lifecycle', () => {
   const options = { name: `lifecycle-${process.pid}`, nodes: 1 as const, basePort: 29192 };

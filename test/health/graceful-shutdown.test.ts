@@ -20,7 +20,7 @@ import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
 // finishes its apply transaction, commits its offsets and lets the relay publish, and both exit 0.
 // Every request that got a 2xx is applied, exactly. The timings are printed (docs/operations.md).
 
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 /** Requests per second during the load (open loop: one every 1000 / RATE ms, whatever the answers). */
 const RATE = Number(process.env.HEALTH_RATE ?? 200);
 const POLL_MS = 5;

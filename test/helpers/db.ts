@@ -1,7 +1,7 @@
 import { inject } from 'vitest';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
-import { withDatabase } from '../../infra/postgres.ts';
+import { withDatabase } from '../../infra/provision/postgres.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 export interface TestDatabase {

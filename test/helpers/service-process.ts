@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { repoRoot } from '../../infra/paths.ts';
-import { bundlePath } from '../../infra/build.ts';
+import { bundlePath } from '../../infra/build/build.ts';
 
 /** A service (services/<name>/main.ts) run as its own process, as npm start runs it. */
 export interface ServiceProcess {

@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
 
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 
 /** This machine's first non-loopback IPv4 address: where a neighbour on the network connects to. */
 function externalAddress(): string {

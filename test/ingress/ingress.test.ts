@@ -499,8 +499,8 @@ describe('known-answer vectors over HTTP', () => {
   });
 
   it('accepts a webhook signed with the committed dev configuration', async () => {
-    const env = parseEnv(readFileSync('infra/dev.env', 'utf8'));
-    const sources = loadSources('infra/dev-sources.json', env);
+    const env = parseEnv(readFileSync('infra/dev/dev.env', 'utf8'));
+    const sources = loadSources('infra/dev/dev-sources.json', env);
     const ingress = await startTestIngress(testBrokers(), topic, { sources });
     try {
       expect((await post(ingress.url, signedRequest({ source: 'demo', secret: env.DEMO_SECRET! }))).status).toBe(202);

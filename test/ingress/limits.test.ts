@@ -62,7 +62,7 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
   });
 
   it('the connection, body and deadline limits come from the environment, with their defaults', () => {
-    const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev-sources.json' };
+    const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev/dev-sources.json' };
     const raw = {
       DEMO_SECRET: 'x'.repeat(32),
       DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',

@@ -9,9 +9,9 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
 import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
-import { bundlePath } from '../../infra/build.ts';
+import { bundlePath } from '../../infra/build/build.ts';
 
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8'));
 
 function runMain(env: Record<string, string>) {
   const child = spawn(process.execPath, [bundlePath('services/ingress/main.ts')], {

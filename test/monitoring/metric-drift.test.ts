@@ -12,8 +12,8 @@ import { startServiceProcess, type ServiceProcess } from '../helpers/service-pro
 // The dashboard and the alerting rules name metrics; the running services must export every one
 // of them, so a renamed or removed metric fails here instead of leaving an empty panel or an
 // alert that can never fire.
-const monitoring = path.join(repoRoot, 'infra', 'monitoring');
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const monitoring = path.join(repoRoot, 'infra', 'provision', 'monitoring');
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 
 /** The bridge's own metric names in a PromQL text (its metrics start with these prefixes). */
 export function metricNamesIn(text: string): Set<string> {

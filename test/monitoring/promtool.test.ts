@@ -4,9 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../infra/paths.ts';
 
 // The alerting rules and the sample Prometheus configuration, checked by Prometheus's own tool.
-// promtool comes from Debian's prometheus package, unpacked by infra/promtool.sh when missing.
-const promtool = execFileSync('sh', [path.join(repoRoot, 'infra', 'promtool.sh')], { encoding: 'utf8' }).trim();
-const rulesDir = path.join(repoRoot, 'infra', 'monitoring', 'prometheus');
+// promtool comes from Debian's prometheus package, unpacked by infra/repo/promtool.sh when missing.
+const promtool = execFileSync('sh', [path.join(repoRoot, 'infra', 'repo', 'promtool.sh')], { encoding: 'utf8' }).trim();
+const rulesDir = path.join(repoRoot, 'infra', 'provision', 'monitoring', 'prometheus');
 
 function run(...args: string[]): { status: number | null; output: string } {
   const result = spawnSync(promtool, args, { cwd: rulesDir, encoding: 'utf8' });

@@ -379,7 +379,7 @@ describe('the request and the answer, against a real HTTP server', () => {
   });
 
   it("runs a pulled snapshot through the source's strict schema, as the ingress does a pushed one", async () => {
-    const strict = loadStrictSchema(path.resolve('infra/strict-schemas/theme.strict.schema.json'), process.cwd());
+    const strict = loadStrictSchema(path.resolve('infra/dev/strict-schemas/theme.strict.schema.json'), process.cwd());
     const source = (url: string) => ({ ...reconcileSource('strict', url), strictSchemas: { theme: strict } });
     const conforming = await reconciler([source(`${base}/api/{tenant}/{type}s/{id}`)]).reconcile({
       tenantId: TENANT,

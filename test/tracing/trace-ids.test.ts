@@ -20,7 +20,7 @@ import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 // whatever its outcome, from the running services (tracing on) to the operator views. Spans go to
 // an endpoint nobody listens on: what is checked here is what the database and the views keep.
 
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 const TENANT = 'tenant_acme';
 
 const freshTraceId = () => randomBytes(16).toString('hex');

