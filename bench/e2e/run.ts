@@ -4,7 +4,7 @@
 // (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and reads the
 // worker's commits (bench/e2e/observe.ts), and reports POST -> record on the applied topic per rate
 // with a per-stage breakdown, the ledger (2xx answers = applied records) and each service's peak RSS.
-// Writes bench/results/e2e.md (a hand-written "## Notes" section there survives a new run).
+// Writes bench/results/e2e.md and bench/results/e2e.json.
 //
 //   npm run bench:e2e [-- --rates=100,500,1000 --duration-ms=12000 --warmup-ms=5000]
 // Environment (the flags win): BENCH_RATES, BENCH_DURATION_MS, BENCH_WARMUP_MS, BENCH_WARMUP_RATE,
@@ -25,6 +25,7 @@ import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
 import { brokerAge, cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { cpuCalibrationMs, machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
@@ -520,16 +521,39 @@ Peak RSS over the run (VmRSS sampled every ${RSS_SAMPLE_MS} ms; VmHWM at the end
 each service's node process only. Exit codes after SIGTERM: ingress ${exitCodes.ingress}, worker ${exitCodes.worker}.
 `;
 
-const resultsFile = path.join(repoRoot, 'bench', 'results', 'e2e.md');
-const previous = (() => {
-  try {
-    return readFileSync(resultsFile, 'utf8');
-  } catch {
-    return '';
-  }
-})();
-const notesAt = previous.indexOf('\n## Notes');
-writeFileSync(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+writeFileSync(path.join(repoRoot, 'bench', 'results', 'e2e.md'), report);
+writeBenchResult({
+  name: 'e2e',
+  command: `npm run bench:e2e${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+  ranAt: runStarted.toISOString(),
+  machine: { ...machineNow(), loadAverage: { before: loadBefore[0]!, after: loadAfter[0]! } },
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  versions: versionsNow({ kafka: KAFKA_VERSION, postgres: pgVersion }),
+  settings: { rates: measuredRates.map((m) => m.phase.rate), durationMs: DURATION_MS, warmupMs: WARMUP_MS, warmupRate: WARMUP_RATE, bodyBytes: BODY_BYTES, resources: RESOURCES, logLevel },
+  rounds: measured.map(({ phase, stages, ledger }) => ({
+    phase: phase.name,
+    rate: phase.rate,
+    accepted: ledger.accepted,
+    applied: ledger.applied,
+    lost: ledger.lost,
+    nonTwoXx: Object.values(ledger.other).reduce((a, b) => a + b, 0),
+    stagesMs: stages,
+    peakRssMb: phase.rssMb,
+    cpuSeconds: phase.cpu,
+    otherRuns: phase.otherRuns,
+  })),
+  summary: [
+    ...measuredRates.map((m) => ({
+      label: `POST → applied record p99 at ${m.phase.rate.toLocaleString('en')} req/s`,
+      unit: 'ms',
+      values: [m.stages.total.p99],
+      ...(m.phase.rate === 100 ? { target: `≤ ${TARGETS.p99At100} ms` } : m.phase.rate === 1000 ? { target: `≤ ${TARGETS.p99At1000} ms` } : {}),
+    })),
+    { label: '2xx answers not applied (lost)', unit: 'events', values: [totals.lost], target: '0' },
+    { label: 'ingress peak RSS', unit: 'MB', values: [peakIngress], target: `≤ ${TARGETS.ingressRssMb} MB` },
+    { label: 'worker peak RSS', unit: 'MB', values: [peakWorker], target: `≤ ${TARGETS.workerRssMb} MB` },
+  ],
+});
 console.log(report);
 log(`service logs: ${ingress.logFile}, ${worker.logFile}`);
 process.exit(0);
