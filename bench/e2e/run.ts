@@ -529,7 +529,15 @@ writeBenchResult({
   machine: { ...machineNow(), loadAverage: { before: loadBefore[0]!, after: loadAfter[0]! } },
   calibrationMs: { before: calibrationBefore, after: calibrationAfter },
   versions: versionsNow({ kafka: KAFKA_VERSION, postgres: pgVersion }),
-  settings: { rates: measuredRates.map((m) => m.phase.rate), durationMs: DURATION_MS, warmupMs: WARMUP_MS, warmupRate: WARMUP_RATE, bodyBytes: BODY_BYTES, resources: RESOURCES, logLevel },
+  settings: {
+    rates: measuredRates.map((m) => m.phase.rate),
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    warmupRate: WARMUP_RATE,
+    bodyBytes: BODY_BYTES,
+    resources: RESOURCES,
+    logLevel,
+  },
   rounds: measured.map(({ phase, stages, ledger }) => ({
     phase: phase.name,
     rate: phase.rate,
@@ -547,7 +555,11 @@ writeBenchResult({
       label: `POST → applied record p99 at ${m.phase.rate.toLocaleString('en')} req/s`,
       unit: 'ms',
       values: [m.stages.total.p99],
-      ...(m.phase.rate === 100 ? { target: `≤ ${TARGETS.p99At100} ms` } : m.phase.rate === 1000 ? { target: `≤ ${TARGETS.p99At1000} ms` } : {}),
+      ...(m.phase.rate === 100
+        ? { target: `≤ ${TARGETS.p99At100} ms` }
+        : m.phase.rate === 1000
+          ? { target: `≤ ${TARGETS.p99At1000} ms` }
+          : {}),
     })),
     { label: '2xx answers not applied (lost)', unit: 'events', values: [totals.lost], target: '0' },
     { label: 'ingress peak RSS', unit: 'MB', values: [peakIngress], target: `≤ ${TARGETS.ingressRssMb} MB` },

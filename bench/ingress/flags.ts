@@ -103,7 +103,14 @@ writeBenchResult({
   ranAt: startedAt.toISOString(),
   machine,
   versions: versionsNow({ kafka: KAFKA_VERSION }),
-  settings: { flagSets: FLAG_SETS.map((_, set) => setName(set)), processes: PROCESSES, rounds: ROUNDS, warmupMs: WARMUP_MS, durationMs: DURATION_MS, connections: CONNECTIONS },
+  settings: {
+    flagSets: FLAG_SETS.map((_, set) => setName(set)),
+    processes: PROCESSES,
+    rounds: ROUNDS,
+    warmupMs: WARMUP_MS,
+    durationMs: DURATION_MS,
+    connections: CONNECTIONS,
+  },
   rounds: runs.flatMap((r, i) =>
     r.rps.map((rps, round) => ({
       set: setName(r.set),

@@ -138,7 +138,15 @@ writeBenchResult({
   ranAt,
   machine,
   versions: versionsNow({ kafka: KAFKA_VERSION }),
-  settings: { rounds: ROUNDS, durationMs: DURATION_MS, warmupMs: WARMUP_MS, connections: CONNECTIONS, bodyBytes: BODY_BYTES, nodeFlags: NODE_FLAGS.join(' '), env: serviceSpecs.ingress.env },
+  settings: {
+    rounds: ROUNDS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    connections: CONNECTIONS,
+    bodyBytes: BODY_BYTES,
+    nodeFlags: NODE_FLAGS.join(' '),
+    env: serviceSpecs.ingress.env,
+  },
   rounds: rounds.map((r, i) => ({
     round: i + 1,
     bareReqPerSecond: r.a.peak.rps,

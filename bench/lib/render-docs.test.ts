@@ -1,11 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { BENCHMARKS_DOC, CATALOGUE, formatRange, renderBenchmarksDoc } from './render-docs.ts';
+import { BENCHMARKS_DOC, CATALOGUE, formatRange, README, renderBenchmarksDoc, renderHeadlines, withHeadlines } from './render-docs.ts';
 import { readBenchResults } from './results.ts';
 
 describe('docs/benchmarks.md', () => {
   it('is what npm run bench:docs renders from the committed bench/results/*.json', () => {
     expect(readFileSync(BENCHMARKS_DOC, 'utf8')).toBe(renderBenchmarksDoc(readBenchResults()));
+  });
+
+  it("and the README's headline figures are what it renders from them", () => {
+    const readme = readFileSync(README, 'utf8');
+    expect(readme).toBe(withHeadlines(readme, renderHeadlines(readBenchResults())));
   });
 
   it('has a results file for every benchmark it describes, and an entry for every results file', () => {

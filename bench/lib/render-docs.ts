@@ -1,13 +1,16 @@
-// Renders docs/benchmarks.md from the latest bench/results/*.json, so the page quotes every figure
-// from the run that measured it and cannot drift from it. The prose here says what each benchmark
+// Renders docs/benchmarks.md, and the README's list of headline figures, from the latest
+// bench/results/*.json, so both quote every figure from the run that measured it and cannot drift. The prose here says what each benchmark
 // measures and how to run it; the figures come only from the results.
-//   npm run bench:docs              (writes docs/benchmarks.md)
-//   tsx bench/lib/render-docs.ts --check   exit 1 when docs/benchmarks.md is stale
+//   npm run bench:docs              (writes docs/benchmarks.md and the README's headline figures)
+//   tsx bench/lib/render-docs.ts --check   exit 1 when either is stale
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { readBenchResults, RESULTS_DIR, type BenchResult, type Figure } from './results.ts';
 
 export const BENCHMARKS_DOC = path.resolve(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md');
+export const README = path.resolve(import.meta.dirname, '..', '..', 'README.md');
+const HEADLINES_START = '<!-- bench:headlines (npm run bench:docs writes this list from bench/results/*.json) -->';
+const HEADLINES_END = '<!-- /bench:headlines -->';
 
 interface Entry {
   /** The results file's name (bench/results/<name>.json and .md). */
@@ -202,17 +205,80 @@ ${[...index, ...tools].join('\n')}
 ${CATALOGUE.map((e) => section(e, byName.get(e.name)!)).join('\n')}`;
 }
 
+/** The README's headline figures: the figures a newcomer asks for first, each once, with its command. */
+const HEADLINES: Array<{ name: string; say: string; figures: Array<{ label: string; as: string }> }> = [
+  {
+    name: 'ingress',
+    say: 'Ingress, verified and published with acks=all',
+    figures: [
+      { label: 'ingress throughput', as: 'throughput' },
+      { label: 'ratio ingress / bare node:http', as: 'against a bare node:http server' },
+    ],
+  },
+  {
+    name: 'worker',
+    say: 'Worker draining a backlog into Postgres',
+    figures: [
+      { label: 'worker, first fetch to last commit', as: 'throughput' },
+      { label: 'worker peak RSS', as: 'peak RSS' },
+    ],
+  },
+  {
+    name: 'e2e',
+    say: 'POST to the record on the applied topic',
+    figures: [
+      { label: 'POST → applied record p99 at 100 req/s', as: 'p99 at 100 req/s' },
+      { label: 'POST → applied record p99 at 1,000 req/s', as: 'p99 at 1,000 req/s' },
+    ],
+  },
+  {
+    name: 'soak',
+    say: 'RSS over a 20-minute soak',
+    figures: [
+      { label: 'ingress RSS, per sample window', as: 'ingress' },
+      { label: 'worker RSS, per sample window', as: 'worker' },
+    ],
+  },
+];
+
+/** The README's list of headline figures, between its markers. */
+export function renderHeadlines(results: BenchResult[]): string {
+  const lines = HEADLINES.map(({ name, say, figures }) => {
+    const result = results.find((r) => r.name === name);
+    if (result === undefined) throw new Error(`no bench/results/${name}.json for the README`);
+    const shown = figures.map(({ label, as }) => {
+      const figure = result.summary.find((f) => f.label === label);
+      if (figure === undefined) throw new Error(`bench/results/${name}.json has no figure "${label}"`);
+      return `${as} ${formatRange(figure)}`;
+    });
+    return `- ${say} (\`${result.command}\`): ${shown.join('; ')}.`;
+  });
+  return [HEADLINES_START, '', ...lines, '', HEADLINES_END].join('\n');
+}
+
+/** `readme` with its headline list replaced by `headlines`. */
+export function withHeadlines(readme: string, headlines: string): string {
+  const start = readme.indexOf(HEADLINES_START);
+  const end = readme.indexOf(HEADLINES_END);
+  if (start < 0 || end < start) throw new Error(`README.md has no ${HEADLINES_START} ... ${HEADLINES_END} block`);
+  return readme.slice(0, start) + headlines + readme.slice(end + HEADLINES_END.length);
+}
+
 function main(argv: string[]): void {
-  const text = renderBenchmarksDoc(readBenchResults(RESULTS_DIR));
+  const results = readBenchResults(RESULTS_DIR);
+  const doc = renderBenchmarksDoc(results);
+  const readme = readFileSync(README, 'utf8');
+  const newReadme = withHeadlines(readme, renderHeadlines(results));
   if (argv.includes('--check')) {
-    if (readFileSync(BENCHMARKS_DOC, 'utf8') !== text) {
-      console.error('docs/benchmarks.md is stale: run npm run bench:docs');
+    if (readFileSync(BENCHMARKS_DOC, 'utf8') !== doc || readme !== newReadme) {
+      console.error("docs/benchmarks.md or the README's headline figures are stale: run npm run bench:docs");
       process.exit(1);
     }
     return;
   }
-  writeFileSync(BENCHMARKS_DOC, text);
-  console.log(`wrote ${path.relative(process.cwd(), BENCHMARKS_DOC)}`);
+  writeFileSync(BENCHMARKS_DOC, doc);
+  writeFileSync(README, newReadme);
+  console.log("wrote docs/benchmarks.md and the README's headline figures");
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) main(process.argv.slice(2));

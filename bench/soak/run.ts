@@ -333,7 +333,12 @@ writeBenchResult(
       { label: 'ingress RSS, per sample window', unit: 'MB', values: soakSamples.map((x) => x.rssMb.ingress) },
       { label: 'worker RSS, per sample window', unit: 'MB', values: soakSamples.map((x) => x.rssMb.worker) },
       { label: 'worker group lag, per sample window', unit: 'records', values: soakSamples.map((x) => x.lag).filter(Number.isFinite) },
-      { label: '2xx answers not applied (lost)', unit: 'events', values: [Object.values(result.ledger.missing).reduce((a, b) => a + b, 0)], target: '0' },
+      {
+        label: '2xx answers not applied (lost)',
+        unit: 'events',
+        values: [Object.values(result.ledger.missing).reduce((a, b) => a + b, 0)],
+        target: '0',
+      },
     ],
   },
   path.dirname(OUT),

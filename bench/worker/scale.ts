@@ -208,7 +208,10 @@ for (let round = 1; round <= ROUNDS; round += 1) {
 }
 await admin.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});
 await admin.disconnect();
-const pgVersion = await withClient(postgres.adminUrl, async (c) => (await c.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version);
+const pgVersion = await withClient(
+  postgres.adminUrl,
+  async (c) => (await c.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version,
+);
 await postgres.stop();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
