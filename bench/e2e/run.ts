@@ -38,8 +38,8 @@ const { values: flags } = parseArgs({
 });
 const RATES = (flags.rates ?? process.env.BENCH_RATES ?? '100,500,1000').split(',').map(Number);
 const DURATION_MS = Number(flags['duration-ms'] ?? process.env.BENCH_DURATION_MS ?? 12_000);
-// 15 s: with a broker started a minute before, 5 s left its JIT cold (100 req/s p50 107 ms after
-// 5 s, 42 ms after 15 s, in back-to-back runs).
+// Long enough that a broker started shortly before has compiled its hot paths: a short warm-up left
+// its JIT cold and the low-rate figures read high.
 const WARMUP_MS = Number(flags['warmup-ms'] ?? process.env.BENCH_WARMUP_MS ?? 15_000);
 const WARMUP_RATE = Number(process.env.BENCH_WARMUP_RATE ?? 200);
 // 0 (default): commit times from the worker's log after the run (no load during it); > 0: poll every N ms.

@@ -55,8 +55,8 @@ const DEFAULT_RATE = 500;
 const RATE = Number(flags.rate ?? env.BENCH_SOAK_RATE ?? DEFAULT_RATE);
 const DURATION_MS = Number(flags['duration-ms'] ?? env.BENCH_SOAK_DURATION_MS ?? 20 * 60_000);
 // The warm-up is the start of the same load, left out of the RSS baseline: half the run, at most 2 minutes (2 min of a
-// 20-min run, 1 min of a 2-min one). At 500 req/s the worker's RSS climbs from ~300 MB to its working size (~500 MB) over
-// the first 50-80 s and then holds within a few %; a baseline taken on the climb would read as growth.
+// 20-min run, 1 min of a 2-min one). Each service's RSS climbs to its working size early in a run and then holds; a
+// baseline taken on the climb would read as growth.
 const WARMUP_MS = Number(flags['warmup-ms'] ?? env.BENCH_SOAK_WARMUP_MS ?? Math.min(120_000, DURATION_MS / 2));
 const SAMPLE_MS = Number(flags['sample-ms'] ?? env.BENCH_SOAK_SAMPLE_MS ?? 10_000);
 const OUT = path.resolve(flags.out ?? env.BENCH_SOAK_OUT ?? path.join(repoRoot, 'bench', 'results', 'soak.md'));

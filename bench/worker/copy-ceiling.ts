@@ -171,8 +171,8 @@ function copyLine<Row>(columns: readonly (keyof Row & string)[], row: Row): stri
 // --- the plan: every chunk's rows, decided and encoded before the clock starts ------------------
 
 /** One chunk of the apply path, its rows as COPY text. Buffers only: a plan in the V8 heap as row
- * objects (~450 MB live) made every major GC of the benchmark process mark it, which slowed the
- * same-SQL ceiling running beside it (measured with --trace-gc: a mark-compact every ~0.9 s). */
+ * objects (hundreds of MB live) made every major GC of the benchmark process mark it, which slowed
+ * the same-SQL ceiling running beside it (--trace-gc shows it). */
 export interface CopyChunk {
   events: number;
   inbox: { rows: number; data: Buffer };
