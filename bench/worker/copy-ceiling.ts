@@ -674,7 +674,7 @@ event takes caps the rate at worker ${cap(workerMid.cpu)}/s, same-SQL ceiling ${
 - same-SQL -> COPY: ${diff(sqlMid.cpu, mid.cpu, 'child')} us of node CPU (the apply path parses, decides and encodes on the clock;
   the COPY ceiling did that beforehand, ${us(plan.buildMs / 1000)} us per event) and ${diff(sqlMid.cpu, mid.cpu, 'postgres')} us of Postgres CPU (the store's
   statements instead of COPY: key locks, the read, unnest and packed-bytea decoding, the ON CONFLICT upserts and their
-  version check; the notes split it statement by statement);
+  version check; \`npx tsx bench/worker/copy-ceiling.ts\` splits it statement by statement);
 - worker -> same-SQL: ${diff(workerMid.cpu, sqlMid.cpu, 'child')} us of node CPU in the worker process (Kafka fetch decoding and offset commits, the
   relay thread publishing every applied record, a pino line per event), ${diff(workerMid.cpu, sqlMid.cpu, 'kafka')} us of broker CPU and
   Postgres CPU ${diff(workerMid.cpu, sqlMid.cpu, 'postgres')} us (the worker's run adds the relay's reads and cursor rows; within noise when near 0).
