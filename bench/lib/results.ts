@@ -82,7 +82,7 @@ export function resultText(result: BenchResult): string {
 
 /** Writes `<dir>/<name>.json` and returns its path. */
 export function writeBenchResult(result: BenchResult, dir = RESULTS_DIR): string {
-  if (!/^[a-z0-9-]+$/.test(result.name)) throw new Error(`bench result name must be kebab-case: ${result.name}`);
+  if (!/^[\w.-]+$/.test(result.name)) throw new Error(`bench result name must be a plain file name: ${result.name}`);
   for (const figure of result.summary) {
     if (figure.values.length === 0) throw new Error(`figure "${figure.label}" has no values`);
   }
