@@ -47,8 +47,8 @@ export default defineConfig({
         test: {
           name: 'soak',
           // Last and alone: its RSS and lag criteria judge the bridge, not the integration file that
-          // would otherwise run beside it on a 2-core machine (with one beside it, on a slow hour, a
-          // backlog of requests grew the ingress's RSS 18.6% in the 2-minute soak).
+          // would otherwise run beside it on a small machine, whose backlog grows the services' RSS
+          // and would read as a leak.
           sequence: { groupOrder: 2 },
           include: ['test/soak/**/*.test.ts'],
           environment: 'node',

@@ -1,9 +1,10 @@
 // Measures the local broker's start times: cold (empty Maven repository and jar cache, so the jars
 // are downloaded from Maven Central, then format and start) and warm (cached jars, formatted data).
-//   npm run bench:kafka-start            (writes bench/results/kafka-start.md)
+//   npm run bench:kafka-start            (writes bench/results/kafka-start.md and .json)
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
+import { machineNow, versionsNow, writeBenchResult } from './lib/results.ts';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'kafka-start-'));
 process.env.BRIDGE_CACHE_DIR = path.join(scratch, 'cache');
@@ -13,6 +14,7 @@ const { LocalKafka, KAFKA_VERSION } = await import('../infra/provision/kafka/loc
 
 const kafka = new LocalKafka({ name: 'bench', nodes: 1, basePort: 49092 });
 const timings: Record<string, number> = {};
+const ranAt = new Date().toISOString();
 try {
   let t0 = Date.now();
   await kafka.start(180_000);
@@ -39,6 +41,19 @@ try {
     '',
   ].join('\n');
   writeFileSync(path.join(import.meta.dirname, 'results', 'kafka-start.md'), report);
+  writeBenchResult({
+    name: 'kafka-start',
+    command: 'npm run bench:kafka-start',
+    ranAt,
+    machine: machineNow(),
+    versions: versionsNow({ kafka: KAFKA_VERSION }),
+    settings: { warmStarts: warm.length },
+    rounds: [{ start: 'cold', seconds: timings.cold / 1000 }, ...warm.map((w) => ({ start: 'warm', seconds: w / 1000 }))],
+    summary: [
+      { label: 'cold start, jars downloaded', unit: 's', values: [timings.cold / 1000] },
+      { label: 'warm start', unit: 's', values: warm.map((w) => w / 1000) },
+    ],
+  });
   console.log(report);
 } finally {
   await kafka.stop();

@@ -6,7 +6,7 @@
 // At 25 a second an operation starts well after the previous one ended; at 100 a transaction starts
 // as soon as the previous one committed, which is what the relay does under load.
 //   npm run bench:publish-cost     (BENCH_RATES=25,100, BENCH_SECONDS=10, BENCH_ROUNDS=3, KAFKA_BROKERS)
-// Writes bench/results/publish-cost.md. Run it with nothing else on the machine: the broker's CPU is
+// Writes bench/results/publish-cost.md and .json. Run it with nothing else on the machine: the broker's CPU is
 // read from /proc, so anything else the broker does counts.
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -20,6 +20,7 @@ import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/o
 import { brokerAge, cpuSnapshot } from './lib/cpu.ts';
 import { cpuCalibrationMs } from './lib/machine.ts';
 import { fmt, summarise } from './lib/stats.ts';
+import { machineNow, versionsNow, writeBenchResult } from './lib/results.ts';
 
 const RATES = (process.env.BENCH_RATES ?? '25,100').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -74,6 +75,8 @@ interface Round {
   latency: number[];
 }
 const rounds: Round[] = [];
+const ranAt = new Date().toISOString();
+const loadBefore = loadavg()[0]!;
 const calibrationBefore = cpuCalibrationMs();
 const age = brokerAge();
 for (const RATE of RATES) {
@@ -152,4 +155,33 @@ Every round:
 ${rounds.map((r, i) => row(r, (Math.floor(i / kinds.length) % ROUNDS) + 1)).join('\n')}
 `;
 writeFileSync(path.join(import.meta.dirname, 'results', 'publish-cost.md'), report);
+writeBenchResult({
+  name: 'publish-cost',
+  command: 'npm run bench:publish-cost',
+  ranAt,
+  machine: machineNow(loadBefore),
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  versions: versionsNow({ kafka: KAFKA_VERSION }),
+  settings: { rates: RATES, secondsPerRound: SECONDS, rounds: ROUNDS, brokerUptimeSeconds: age?.uptimeSeconds },
+  rounds: rounds.map((r, i) => {
+    const l = summarise(r.latency);
+    return {
+      rate: r.rate,
+      round: (Math.floor(i / kinds.length) % ROUNDS) + 1,
+      kind: kinds[r.kind]!.name,
+      opsPerSecond: r.ops / r.seconds,
+      brokerCpuShare: r.brokerCpuSeconds / r.seconds,
+      extraBrokerCpuMsPerOp: r.kind === kinds.length - 1 ? null : extraMs(r),
+      latencyP50Ms: l.p50,
+      latencyP99Ms: l.p99,
+    };
+  }),
+  summary: RATES.flatMap((rate) =>
+    kinds.slice(0, -1).map((kind, k) => ({
+      label: `extra broker CPU per operation at ${rate}/s, ${kind.name}`,
+      unit: 'ms',
+      values: rounds.filter((r) => r.rate === rate && r.kind === k).map(extraMs),
+    })),
+  ),
+});
 console.log(report);

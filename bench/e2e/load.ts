@@ -15,8 +15,7 @@ export const wallNow = (): number => performance.timeOrigin + performance.now();
  * Sleeps until the next request is due, never less than one timer tick (~1 ms): the requests that
  * fell due meanwhile go out together, up to a millisecond late, and that lateness counts in every
  * latency (they count from the due time). Waiting with setImmediate for a gap under 1 ms instead
- * spun the generator's event loop: at 1,000 req/s it burned a quarter of a core that the services
- * under test share on this machine.
+ * spun the generator's event loop, burning CPU that the services under test share on this machine.
  */
 export const untilNextDue = (waitMs: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.floor(waitMs))));

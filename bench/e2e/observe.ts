@@ -133,7 +133,7 @@ export async function watchCommits(databaseUrl: string, pollMs: number): Promise
 
 /**
  * The commits, read after the run rather than polled during it, so that measuring them puts no
- * load on the Postgres being measured (a 5 ms poller cost it ~15% of a core): the worker's
+ * load on the Postgres being measured (a poller every few ms costs it a share of a core): the worker's
  * per-event line (`event processed`, logged right after its transaction's COMMIT returned, pino's
  * millisecond `time`) and, in one query, applied_outbox.created_at (the transaction's start).
  */

@@ -4,7 +4,7 @@
 // (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and reads the
 // worker's commits (bench/e2e/observe.ts), and reports POST -> record on the applied topic per rate
 // with a per-stage breakdown, the ledger (2xx answers = applied records) and each service's peak RSS.
-// Writes bench/results/e2e.md (a hand-written "## Notes" section there survives a new run).
+// Writes bench/results/e2e.md and bench/results/e2e.json.
 //
 //   npm run bench:e2e [-- --rates=100,500,1000 --duration-ms=12000 --warmup-ms=5000]
 // Environment (the flags win): BENCH_RATES, BENCH_DURATION_MS, BENCH_WARMUP_MS, BENCH_WARMUP_RATE,
@@ -25,6 +25,7 @@ import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
 import { brokerAge, cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { cpuCalibrationMs, machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
@@ -37,8 +38,8 @@ const { values: flags } = parseArgs({
 });
 const RATES = (flags.rates ?? process.env.BENCH_RATES ?? '100,500,1000').split(',').map(Number);
 const DURATION_MS = Number(flags['duration-ms'] ?? process.env.BENCH_DURATION_MS ?? 12_000);
-// 15 s: with a broker started a minute before, 5 s left its JIT cold (100 req/s p50 107 ms after
-// 5 s, 42 ms after 15 s, in back-to-back runs).
+// Long enough that a broker started shortly before has compiled its hot paths: a short warm-up left
+// its JIT cold and the low-rate figures read high.
 const WARMUP_MS = Number(flags['warmup-ms'] ?? process.env.BENCH_WARMUP_MS ?? 15_000);
 const WARMUP_RATE = Number(process.env.BENCH_WARMUP_RATE ?? 200);
 // 0 (default): commit times from the worker's log after the run (no load during it); > 0: poll every N ms.
@@ -520,16 +521,55 @@ Peak RSS over the run (VmRSS sampled every ${RSS_SAMPLE_MS} ms; VmHWM at the end
 each service's node process only. Exit codes after SIGTERM: ingress ${exitCodes.ingress}, worker ${exitCodes.worker}.
 `;
 
-const resultsFile = path.join(repoRoot, 'bench', 'results', 'e2e.md');
-const previous = (() => {
-  try {
-    return readFileSync(resultsFile, 'utf8');
-  } catch {
-    return '';
-  }
-})();
-const notesAt = previous.indexOf('\n## Notes');
-writeFileSync(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+writeFileSync(path.join(repoRoot, 'bench', 'results', 'e2e.md'), report);
+writeBenchResult({
+  name: 'e2e',
+  command: `npm run bench:e2e${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+  ranAt: runStarted.toISOString(),
+  machine: { ...machineNow(), loadAverage: { before: loadBefore[0]!, after: loadAfter[0]! } },
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  versions: versionsNow({ kafka: KAFKA_VERSION, postgres: pgVersion }),
+  settings: {
+    rates: measuredRates.map((m) => m.phase.rate),
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    warmupRate: WARMUP_RATE,
+    bodyBytes: BODY_BYTES,
+    resources: RESOURCES,
+    logLevel,
+  },
+  rounds: measured.map(({ phase, stages, ledger }) => ({
+    phase: phase.name,
+    rate: phase.rate,
+    accepted: ledger.accepted,
+    applied: ledger.applied,
+    lost: ledger.lost,
+    nonTwoXx: Object.values(ledger.other).reduce((a, b) => a + b, 0),
+    totalMs: stages.total,
+    ackMs: stages.ack,
+    ackToCommitMs: stages.ackToCommit,
+    commitToPublishedMs: stages.commitToPublished,
+    stagesMs: stages,
+    peakRssMb: phase.rssMb,
+    cpuSeconds: phase.cpu,
+    otherRuns: phase.otherRuns,
+  })),
+  summary: [
+    ...measuredRates.map((m) => ({
+      label: `POST → applied record p99 at ${m.phase.rate.toLocaleString('en')} req/s`,
+      unit: 'ms',
+      values: [m.stages.total.p99],
+      ...(m.phase.rate === 100
+        ? { target: `≤ ${TARGETS.p99At100} ms` }
+        : m.phase.rate === 1000
+          ? { target: `≤ ${TARGETS.p99At1000} ms` }
+          : {}),
+    })),
+    { label: '2xx answers not applied (lost)', unit: 'events', values: [totals.lost], target: '0' },
+    { label: 'ingress peak RSS', unit: 'MB', values: [peakIngress], target: `≤ ${TARGETS.ingressRssMb} MB` },
+    { label: 'worker peak RSS', unit: 'MB', values: [peakWorker], target: `≤ ${TARGETS.workerRssMb} MB` },
+  ],
+});
 console.log(report);
 log(`service logs: ${ingress.logFile}, ${worker.logFile}`);
 process.exit(0);

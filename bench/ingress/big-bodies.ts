@@ -4,7 +4,7 @@
 // One ingress from its bundle with npm start's flags and environment (infra/dev/services.ts); each
 // round sends every body at once and waits for every answer (202, or 503 past
 // MAX_INFLIGHT_BODY_BYTES, which is how the ingress sheds this load). Prints the answers and the
-// ingress's VmHWM after each round; bench/results/footprint.md keeps the figures.
+// ingress's VmHWM after each round, for sizing its container.
 import http from 'node:http';
 import { buildBundles } from '../../infra/build/build.ts';
 import { serviceSpecs } from '../../infra/dev/services.ts';

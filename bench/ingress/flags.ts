@@ -5,7 +5,7 @@
 //     BENCH_PROCESSES=3 npx tsx bench/ingress/flags.ts
 // A NAME=value token in a set is an environment variable of the ingress (MALLOC_ARENA_MAX=2).
 // Per process: warm-up, BENCH_ROUNDS closed-loop rounds at full rate (100 connections), then its
-// own VmHWM. Writes bench/results/ingress-flags.md.
+// own VmHWM. Writes bench/results/ingress-flags.md and .json.
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { repoRoot } from '../../infra/paths.ts';
 import { buildBundles } from '../../infra/build/build.ts';
 import { serviceSpecs } from '../../infra/dev/services.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { benchTopic, CONNECTIONS, DURATION_MS, measureRound, startServer, WARMUP_MS, warmUp } from './load.ts';
 
 // The ingress runs from its bundle (infra/build/build.ts) as npm start runs it; a set that starts with
@@ -65,6 +66,7 @@ for (let process_ = 0; process_ < PROCESSES; process_ += 1) {
 }
 await remove();
 const loadAfter = loadavg();
+const machine = machineNow(loadBefore[0]);
 
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)]!;
 const fmt = (n: number, d = 0) => n.toFixed(d);
@@ -94,4 +96,38 @@ ${FLAG_SETS.map((flags, set) => {
 }).join('\n')}
 `;
 writeFileSync(path.join(repoRoot, 'bench', 'results', 'ingress-flags.md'), report);
+const setName = (set: number) => FLAG_SETS[set]!.join(' ') || '(none)';
+writeBenchResult({
+  name: 'ingress-flags',
+  command: 'npx tsx bench/ingress/flags.ts',
+  ranAt: startedAt.toISOString(),
+  machine,
+  versions: versionsNow({ kafka: KAFKA_VERSION }),
+  settings: {
+    flagSets: FLAG_SETS.map((_, set) => setName(set)),
+    processes: PROCESSES,
+    rounds: ROUNDS,
+    warmupMs: WARMUP_MS,
+    durationMs: DURATION_MS,
+    connections: CONNECTIONS,
+  },
+  rounds: runs.flatMap((r, i) =>
+    r.rps.map((rps, round) => ({
+      set: setName(r.set),
+      process: Math.floor(i / FLAG_SETS.length) + 1,
+      round: round + 1,
+      reqPerSecond: rps,
+      cpuMsPerRequest: r.cpuMsPerRequest[round],
+      vmHwmAfterWarmupMb: r.warmupHwmMb,
+      vmHwmAtEndMb: r.hwmMb,
+    })),
+  ),
+  summary: FLAG_SETS.flatMap((_, set) => {
+    const mine = runs.filter((r) => r.set === set);
+    return [
+      { label: `req/s, ${setName(set)}`, unit: 'req/s', values: mine.flatMap((r) => r.rps) },
+      { label: `peak RSS, ${setName(set)}`, unit: 'MB', values: mine.map((r) => r.hwmMb) },
+    ];
+  }),
+});
 console.log(report);

@@ -1,9 +1,9 @@
 // Ingress throughput and latency against (a) a bare node:http server that reads the body and
 // answers 202, and (b) the full ingress (verify, parse, publish, wait for acks=all), in one run.
-//   npm run bench:ingress        (KAFKA_BROKERS, default 127.0.0.1:9092; writes bench/results/ingress.md)
+//   npm run bench:ingress        (KAFKA_BROKERS, default 127.0.0.1:9092; writes bench/results/ingress.md and .json)
 // Both servers run as child processes so their peak RSS (VmHWM) is theirs alone; the load
 // generator runs here: 100 keep-alive connections, 1 KiB signed bodies over 10,000 resource ids.
-import { writeFileSync, readFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
 import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
@@ -27,6 +27,7 @@ import {
   WARMUP_MS,
   warmUp,
 } from './load.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 
 // Measured rounds alternate (a) and (b), so both see the same machine over the same minutes; the
 // reported ratio is the median of the per-round ratios (these 2-core machines are noisy).
@@ -43,6 +44,7 @@ function medianBy<T>(rounds: T[], by: (r: T) => number): T {
 
 const { admin, settings, ingressEnv, remove } = await benchTopic('bench-ingress', brokers);
 const loadBefore = loadavg();
+const ranAt = new Date().toISOString();
 // Both from esbuild bundles, as npm start runs the ingress (infra/build/build.ts).
 const [bareBundle, ingressBundle] = (await buildBundles(['bench/ingress/bare-server.ts', serviceSpecs.ingress.main])) as [string, string];
 const bare = await startServer(bareBundle, {}, NODE_FLAGS);
@@ -82,6 +84,7 @@ const records = offsets.reduce((sum, p) => sum + Number(p.high), 0);
 await remove();
 
 const loadAfter = loadavg();
+const machine = machineNow(loadBefore[0]);
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 const ratio = medianRound.ratio;
 const roundsOk = rounds.reduce((sum, r) => sum + r.b.peak.ok, 0);
@@ -128,15 +131,37 @@ Summary: (a) is the round with the median ratio; (b) is the median (b) round; th
 
 Latency at the fixed rate counts from each request's due time (open loop), so queueing behind a stall is included.
 `;
-// A hand-written "## Notes" section (history, analysis) survives a new run.
-const resultsFile = path.join(repoRoot, 'bench', 'results', 'ingress.md');
-const previous = (() => {
-  try {
-    return readFileSync(resultsFile, 'utf8');
-  } catch {
-    return '';
-  }
-})();
-const notesAt = previous.indexOf('\n## Notes');
-writeFileSync(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+writeFileSync(path.join(repoRoot, 'bench', 'results', 'ingress.md'), report);
+writeBenchResult({
+  name: 'ingress',
+  command: 'npm run bench:ingress',
+  ranAt,
+  machine,
+  versions: versionsNow({ kafka: KAFKA_VERSION }),
+  settings: {
+    rounds: ROUNDS,
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
+    connections: CONNECTIONS,
+    bodyBytes: BODY_BYTES,
+    nodeFlags: NODE_FLAGS.join(' '),
+    env: serviceSpecs.ingress.env,
+  },
+  rounds: rounds.map((r, i) => ({
+    round: i + 1,
+    bareReqPerSecond: r.a.peak.rps,
+    ingressReqPerSecond: r.b.peak.rps,
+    ratio: r.ratio,
+    bareCpuMsPerRequest: r.a.cpuMsPerRequest,
+    ingressCpuMsPerRequest: r.b.cpuMsPerRequest,
+  })),
+  summary: [
+    { label: 'ratio ingress / bare node:http', unit: '', values: rounds.map((r) => r.ratio), target: '≥ 0.5' },
+    { label: 'ingress throughput', unit: 'req/s', values: rounds.map((r) => r.b.peak.rps) },
+    { label: 'ingress CPU per request', unit: 'ms', values: rounds.map((r) => r.b.cpuMsPerRequest) },
+    { label: `p99 at half the peak rate (${halfRate} req/s)`, unit: 'ms', values: [half.p99], target: '≤ 50 ms' },
+    { label: 'ingress peak RSS', unit: 'MB', values: [ingressRss], target: '≤ 150 MB' },
+    { label: 'ingress peak RSS with Node defaults', unit: 'MB', values: [plain.rssMb] },
+  ],
+});
 console.log(report);

@@ -59,9 +59,8 @@ const isBroker = (p: ProcStat) => p.comm === 'java' && cmdline(p.pid).includes('
 
 /**
  * How long the local broker has run and the CPU it has used: a broker started minutes before a
- * benchmark is still compiling its hot paths (bench:e2e at 100 req/s: broker 62% of a core and
- * p99 62 ms two minutes after its start, 34-37% and 36-46 ms ten minutes later). Undefined when
- * no local broker process is found (a remote one).
+ * benchmark is still compiling its hot paths, and uses more CPU and answers slower than it will
+ * once warm. Undefined when no local broker process is found (a remote one).
  */
 export function brokerAge(): { uptimeSeconds: number; cpuSeconds: number } | undefined {
   const broker = allProcesses().find(isBroker);

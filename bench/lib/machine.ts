@@ -79,7 +79,7 @@ export class OtherRunsWatch {
  * How fast this machine runs a fixed piece of the bridge's own work right now: milliseconds for
  * 20,000 rounds of HMAC-SHA256 over a 1 KiB body plus JSON.parse and JSON.stringify of it, on one
  * core, best of three. Absolute latencies and rates from different hours compare only through a
- * figure like this one (on these machines it moved more than 2x between hours of one day).
+ * figure like this one: on a shared machine the speed of a core moves from hour to hour.
  */
 export function cpuCalibrationMs(): number {
   const body = JSON.stringify({ event_id: 'evt_calibration', data: { text: 'x'.repeat(960) } });

@@ -44,9 +44,9 @@ const median = (values: number[]): number => {
 
 /**
  * Per service; the samples of the soak phase only (after the warm-up, before the load stops). A
- * share of the baseline alone lets a 2-minute run hide a leak (the worker's ~160 MiB take 16 MiB to
- * grow 10%, and 30 s at 500 req/s leak 15 MiB at 1 KiB a request), so the growth is also divided by
- * the requests sent between the middles of the two windows.
+ * share of the baseline alone lets a short run hide a leak (a 1 KiB-per-request leak over half a
+ * minute grows a service by less than a tenth of its working size), so the growth is also divided
+ * by the requests sent between the middles of the two windows.
  */
 export function rssGrowth(samples: Pick<Sample, 'phase' | 'sent' | 'rssMb'>[]): RssGrowth[] {
   const soak = samples.filter((s) => s.phase === 'soak');

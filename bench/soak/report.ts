@@ -128,9 +128,8 @@ LOG_LEVEL=${run.logLevel}, logs to a file), production defaults otherwise, plus 
 Load: one Node process, open loop (bench/soak/steady-load.ts: request i due at start + i / rate and sent then, whatever is still in flight; latency counts from
 the due time) at **${n(run.rate)} req/s for ${fmt(run.durationMs / 60_000, 1)} min**, of which the first ${fmt(run.warmupMs / 1000, 0)} s are the warm-up (the same load, left out of the RSS baseline);
 ${BODY_BYTES} B hmac-sha256-signed theme.updated bodies, event ids \`evt_<a UUID per run>_<sequence number>\` (the bench finds a record's request from it), ${n(run.resources)} resource ids in round robin (more than the run sends: none repeats,
-so every 2xx must apply). ${n(run.load.sent)} requests sent, ${fmt(achieved, 1)} req/s as scheduled. ${run.rate === run.defaultRate ? 'The rate is' : `The default rate, ${n(run.defaultRate)} req/s, is`} half of the peak measured end to end: bench/results/e2e.md
-sustains 1,000 req/s with nothing lost and every 2xx applied 0.2 s after the last answer, with the machine at 193% of its 200% and the ingress's ack p99 at 2.6 s
-(requests start to queue there; see the notes below); \`--rate=\` or BENCH_SOAK_RATE sets another.
+so every 2xx must apply). ${n(run.load.sent)} requests sent, ${fmt(achieved, 1)} req/s as scheduled. ${run.rate === run.defaultRate ? 'The rate is' : `The default rate, ${n(run.defaultRate)} req/s, is`} half of the highest rate sustained end to end
+(bench/results/e2e.json), so the soak measures drift and growth rather than queueing; \`--rate=\` or BENCH_SOAK_RATE sets another.
 
 How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the first due time (sample k covers the ${run.sampleMs / 1000} s before it):
 - **RSS**: each service's node process VmRSS (/proc/<pid>/status) at the sample (the worker's includes its relay thread).

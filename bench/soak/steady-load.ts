@@ -9,7 +9,7 @@
 // an object per request in a map: 600,000 of those (and as many for the applied records) made this
 // process's heap grow all run long, and its major GCs, longer as the heap grew, stalled the
 // generator and the applied topic's reader; the soak charged those stalls to the bridge as latency
-// that drifted upward (docs/benchmarks.md, "Soak").
+// that drifted upward (bench/soak/bookkeeping-gc.ts compares the two forms).
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { untilNextDue, wallNow, type EventFactory, type SignedRequest } from '../e2e/load.ts';

@@ -171,8 +171,8 @@ function copyLine<Row>(columns: readonly (keyof Row & string)[], row: Row): stri
 // --- the plan: every chunk's rows, decided and encoded before the clock starts ------------------
 
 /** One chunk of the apply path, its rows as COPY text. Buffers only: a plan in the V8 heap as row
- * objects (~450 MB live) made every major GC of the benchmark process mark it, which slowed the
- * same-SQL ceiling running beside it (measured with --trace-gc: a mark-compact every ~0.9 s). */
+ * objects (hundreds of MB live) made every major GC of the benchmark process mark it, which slowed
+ * the same-SQL ceiling running beside it (--trace-gc shows it). */
 export interface CopyChunk {
   events: number;
   inbox: { rows: number; data: Buffer };
@@ -674,7 +674,7 @@ event takes caps the rate at worker ${cap(workerMid.cpu)}/s, same-SQL ceiling ${
 - same-SQL -> COPY: ${diff(sqlMid.cpu, mid.cpu, 'child')} us of node CPU (the apply path parses, decides and encodes on the clock;
   the COPY ceiling did that beforehand, ${us(plan.buildMs / 1000)} us per event) and ${diff(sqlMid.cpu, mid.cpu, 'postgres')} us of Postgres CPU (the store's
   statements instead of COPY: key locks, the read, unnest and packed-bytea decoding, the ON CONFLICT upserts and their
-  version check; the notes split it statement by statement);
+  version check; \`npx tsx bench/worker/copy-ceiling.ts\` splits it statement by statement);
 - worker -> same-SQL: ${diff(workerMid.cpu, sqlMid.cpu, 'child')} us of node CPU in the worker process (Kafka fetch decoding and offset commits, the
   relay thread publishing every applied record, a pino line per event), ${diff(workerMid.cpu, sqlMid.cpu, 'kafka')} us of broker CPU and
   Postgres CPU ${diff(workerMid.cpu, sqlMid.cpu, 'postgres')} us (the worker's run adds the relay's reads and cursor rows; within noise when near 0).

@@ -1,10 +1,10 @@
 // npm run bench:worker: 200,000 events over 20,000 resources (10% duplicates, 10% stale) preloaded
 // to a fresh topic; the worker is timed from its first fetched batch to its last offset commit.
 // The ceiling drives the same apply path (same SQL, same batch size, same parallelism) straight
-// at Postgres with a plain pg pool, no Kafka. Results go to bench/results/worker.md.
+// at Postgres with a plain pg pool, no Kafka. Results go to bench/results/worker.md and .json.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
@@ -21,6 +21,7 @@ import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumb
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs } from '../lib/machine.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { buildDataset } from './dataset.ts';
 import { copyCeilingReport, planCopyCeiling, runCopyCeiling, type CopyCeilingRound } from './copy-ceiling.ts';
 
@@ -72,6 +73,7 @@ async function tableCounts(url: string) {
 }
 
 const loadBefore = os.loadavg();
+const ranAt = new Date().toISOString();
 const calibrationBefore = cpuCalibrationMs();
 const postgres = await resolvePostgres(log);
 const kafka = createKafka({ brokers, clientId: 'bench-worker', logger });
@@ -363,10 +365,46 @@ When both cores are busy, every figure here tracks the load average closely.
 ${copyCeilingReport(rounds, copyRounds, copyPlan, CONCURRENCY)}`;
 const resultsFile = path.join(repoRoot, 'bench/results/worker.md');
 await mkdir(path.dirname(resultsFile), { recursive: true });
-// A hand-written "## Notes" section (run history, analysis) survives a new run.
-const previous = await readFile(resultsFile, 'utf8').catch(() => '');
-const notesAt = previous.indexOf('\n## Notes');
-await writeFile(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+await writeFile(resultsFile, report);
+const perEventUs = (c: CpuSnapshot | undefined) =>
+  c === undefined ? null : { node: (c.child / events) * 1e6, postgres: (c.postgres / events) * 1e6, kafka: (c.kafka / events) * 1e6 };
+writeBenchResult({
+  name: 'worker',
+  command: 'npm run bench:worker',
+  ranAt,
+  machine: machineNow(loadBefore[0]),
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  versions: versionsNow({ kafka: kafkaVersion, postgres: pgVersion }),
+  settings: {
+    events,
+    resources: RESOURCES,
+    partitions: PARTITIONS,
+    batchSize: BATCH_SIZE,
+    partitionsConcurrency: CONCURRENCY,
+    maxBytesPerPartition: MAX_BYTES_PER_PARTITION,
+    nodeArgs: nodeArgs.join(' '),
+    relay: RELAY_MODE,
+  },
+  rounds: rounds.map((r, i) => ({
+    round: i + 1,
+    workerEventsPerSecond: r.worker.rate,
+    ceilingEventsPerSecond: r.ceiling.rate,
+    copyCeilingEventsPerSecond: copyRounds[i]?.rate ?? null,
+    workerPerCeiling: r.worker.rate / r.ceiling.rate,
+    workerPeakRssMb: r.worker.peakRssMb,
+    publishedEventsPerSecond: events / (r.worker.drainedMs / 1000),
+    workerCpuUsPerEvent: perEventUs(r.worker.cpu),
+    ceilingCpuUsPerEvent: perEventUs(r.ceiling.cpu),
+    outcomes: r.worker.outcomes,
+  })),
+  summary: [
+    { label: 'worker, first fetch to last commit', unit: 'events/s', values: rounds.map((r) => r.worker.rate) },
+    { label: 'same-SQL ceiling, no Kafka', unit: 'events/s', values: rounds.map((r) => r.ceiling.rate) },
+    { label: 'worker / same-SQL ceiling', unit: '%', values: rounds.map((r) => (100 * r.worker.rate) / r.ceiling.rate), target: '≥ 60%' },
+    { label: 'COPY ceiling', unit: 'events/s', values: copyRounds.map((r) => r.rate) },
+    { label: 'worker peak RSS', unit: 'MB', values: rounds.map((r) => r.worker.peakRssMb), target: '≤ 250 MB' },
+  ],
+});
 console.log(report);
 
 if (process.env.BENCH_KEEP !== '1') {

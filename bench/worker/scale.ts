@@ -3,10 +3,10 @@
 // the worker counts, so each count sees the same machine over the same minutes. Each run: a fresh
 // database and a fresh group, from the beginning of one preloaded 12-partition topic.
 // The rate is taken over the steady part of a run: from the first moment every worker is a member
-// of the stable group and 5% is committed, to the moment 95% is. Results: bench/results/scaling.md.
+// of the stable group and 5% is committed, to the moment 95% is. Results: bench/results/scaling.md and .json.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +23,8 @@ import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumb
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs } from '../lib/machine.ts';
+import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
+import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { buildDataset } from './dataset.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 6_000);
@@ -67,6 +69,7 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 }
 
 const loadBefore = os.loadavg();
+const ranAt = new Date().toISOString();
 const calibrationBefore = cpuCalibrationMs();
 const postgres = await resolvePostgres(log);
 const kafka = createKafka({ brokers, clientId: 'bench-scale', logger });
@@ -205,6 +208,10 @@ for (let round = 1; round <= ROUNDS; round += 1) {
 }
 await admin.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});
 await admin.disconnect();
+const pgVersion = await withClient(
+  postgres.adminUrl,
+  async (c) => (await c.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version,
+);
 await postgres.stop();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
@@ -221,11 +228,12 @@ const rows = WORKERS.map((w) => {
   };
 });
 const base = rows[0]!.rate;
+const calibrationAfter = cpuCalibrationMs();
 const report = `# Scaling benchmark: 1, 2 and 3 workers
 
 Command: \`npm run bench:scale\` (bench/worker/scale.ts). Run: ${new Date().toISOString()}.
 Machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'unknown CPU'}; the broker, Postgres (${postgres.origin}) and every worker share it.
-CPU calibration (bench/lib/machine.ts, lower is faster): before ${calibrationBefore} ms, after ${cpuCalibrationMs()} ms.
+CPU calibration (bench/lib/machine.ts, lower is faster): before ${calibrationBefore} ms, after ${calibrationAfter} ms.
 Load average (1 min) before: ${loadBefore[0]!.toFixed(1)}, after: ${os.loadavg()[0]!.toFixed(1)}: other work ran on the machine when these are well above the run's own.
 
 Workload: ${events.toLocaleString('en')} events over ${RESOURCES.toLocaleString('en')} resources (10% redeliveries, 10% stale; bench/worker/dataset.ts),
@@ -240,7 +248,26 @@ ${rows.map((r) => `| ${r.w} | **${Math.round(r.rate).toLocaleString('en')}** | $
 `;
 const resultsFile = path.join(repoRoot, 'bench/results/scaling.md');
 await mkdir(path.dirname(resultsFile), { recursive: true });
-const previous = await readFile(resultsFile, 'utf8').catch(() => '');
-const notesAt = previous.indexOf('\n## Notes');
-await writeFile(resultsFile, notesAt >= 0 ? report + previous.slice(notesAt) : report);
+await writeFile(resultsFile, report);
+writeBenchResult({
+  name: 'scaling',
+  command: 'npm run bench:scale',
+  ranAt,
+  machine: machineNow(loadBefore[0]),
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  versions: versionsNow({ kafka: KAFKA_VERSION, postgres: pgVersion }),
+  settings: { events, resources: RESOURCES, partitions: PARTITIONS, workers: WORKERS, rounds: ROUNDS },
+  rounds: runs.map((r, i) => ({
+    round: Math.floor(i / WORKERS.length) + 1,
+    workers: r.workers,
+    eventsPerSecond: r.rate,
+    windowSeconds: r.windowSeconds,
+    cpuSecondsPer1kEvents: r.cpu,
+  })),
+  summary: WORKERS.map((w) => ({
+    label: `${w} worker${w === 1 ? '' : 's'}`,
+    unit: 'events/s',
+    values: runs.filter((r) => r.workers === w).map((r) => r.rate),
+  })),
+});
 console.log(report);

@@ -92,7 +92,7 @@ await done;
 const consumedMs = lastCommit! - firstFetch!;
 // VmHWM, not process.resourceUsage().maxRSS: a spawned child's ru_maxrss starts at its parent's RSS
 // at fork (the forked copy of the parent's memory counts until exec), so it reported the bench
-// process's ~490 MB whatever the worker used.
+// process's size whatever the worker used.
 const rssAtCommitMb = procStatusMb(process.pid, 'VmHWM');
 const outbox = () => countUnpublishedOutbox(worker.pool);
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));

@@ -1,6 +1,6 @@
 // The services run from JavaScript bundles built by esbuild, not from the TypeScript sources
 // through tsx's loader: side by side, a bundle needs less memory and less CPU per request
-// (bench/ingress/flags.ts, bench/results/footprint.md). tsx transforms with `keepNames` (every
+// (bench/ingress/flags.ts). tsx transforms with `keepNames` (every
 // named function, closures made per call included, gets an `Object.defineProperty` call) and keeps
 // a source map of every module; a bundle has neither and loads no loader.
 //

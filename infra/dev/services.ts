@@ -27,8 +27,7 @@ export interface ServiceSpec {
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
   // Small semi-spaces, a bounded old generation and two glibc malloc arenas keep the ingress's RSS
-  // bounded at full load and under large bodies, at the same rate and CPU (bench/ingress/flags.ts,
-  // bench/results/footprint.md).
+  // bounded at full load and under large bodies, at the same rate and CPU (bench/ingress/flags.ts).
   // --concurrent-turbofan-max-threads=1, for both services: once warm, V8 recompiles the whole
   // request path with TurboFan at once, and on several threads that burst takes every core of a
   // small machine and stalls the other processes; one thread spreads it out and lowers the POST ->
@@ -41,7 +40,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     defaultAdminPort: DEFAULTS.adminPort.ingress,
   },
   // Bounded semi-spaces and old generation keep the worker's peak RSS low while it drains a large
-  // backlog, large events included (bench:worker, bench/results/footprint.md).
+  // backlog, large events included (bench:worker).
   // --heap-growing-percent=100: with the old generation bounded, V8 grows it only a little past
   // what a mark-compact left live, so under steady load the worker ran full mark-compacts back to
   // back; doubling instead cuts its GC CPU at the same peak RSS (bench:e2e, bench:worker).

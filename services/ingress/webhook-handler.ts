@@ -55,7 +55,7 @@ export class WebhookHandler {
     this.retryAfter = String(options.retryAfterSeconds);
     // The per-request line carries only the fields built in respond() (ids, status, reason,
     // latency, digest), none of which the redaction paths (secret, signature, body) can match, so
-    // this child skips the redaction pass (about a third of the cost of each line).
+    // this child skips the redaction pass (a large share of each line's cost).
     this.requestLog = options.logger.child({ component: 'request' }, { redact: [] });
   }
 
@@ -100,7 +100,6 @@ export class WebhookHandler {
     }
   }
 
-  /** undefined: the client went away before its body was in, and nobody is left to answer. */
   /** The request's server span: a child of the provider's span when it sent a W3C traceparent. */
   private startRequestSpan(req: IncomingMessage, sourceId: string): Span {
     const tracing = this.options.tracing;
@@ -124,6 +123,7 @@ export class WebhookHandler {
     );
   }
 
+  /** The answer the pipeline gives this request; undefined when the client went away before its body was in. */
   private async decide(req: IncomingMessage, sourceId: string, receivedAt: Date, span: Span | undefined): Promise<Answer | undefined> {
     const options = this.options;
     const delivery = preflight(this.preflightOptions, sourceId, req.headersDistinct, req.complete, this.closing);

@@ -160,14 +160,14 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
  * Offset commits of the concurrent eachBatch calls share requests. kafkajs commits the resolved
  * offsets of every partition in one OffsetCommit (uncommittedOffsets is the whole group's), so
  * while one commit is in flight the callers wait for a single next one, which carries whatever
- * they resolved meanwhile, instead of sending one request each (that was two commits per event at
- * 100 events/s). A caller's offsets are committed when its promise resolves, as before.
+ * they resolved meanwhile, instead of sending one request each (at a low rate, a commit or more per
+ * event). A caller's offsets are committed when its promise resolves, as before.
  *
  * `minIntervalMs` spaces the commits out, as a Java consumer's auto.commit.interval.ms does: a
  * commit asked for sooner than that after the previous one started waits for the rest of the
  * interval, and everyone who asks meanwhile shares it. Nothing waits for it on the way to the next
- * fetch; a crash in between only redelivers events the inbox deduplicates. At 100 events/s it
- * turns ~70 OffsetCommit requests a second (each an append to __consumer_offsets) into 10.
+ * fetch; a crash in between only redelivers events the inbox deduplicates. Each OffsetCommit is an
+ * append to __consumer_offsets, so fewer of them spare the broker.
  */
 export interface CoalescedCommits {
   (commit: () => Promise<void>): Promise<void>;

@@ -24,13 +24,13 @@ export const workerEnvSchema = z.object({
   ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.worker),
   ...adminHostEnv.shape,
   CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup),
-  // 1000 records per transaction (bench/results/worker.md). Fetches of 1 MiB per partition rather than
+  // 1000 records per transaction (npm run bench:worker). Fetches of 1 MiB per partition rather than
   // 2: with every partition of a fetch in flight at once (WORKER_PARTITIONS_CONCURRENCY) they bound
-  // what a backlog holds in memory (footprint notes in bench/results/worker.md).
+  // what a backlog holds in memory.
   WORKER_BATCH_SIZE: positiveIntSchema.default(1000),
   WORKER_PARTITIONS_CONCURRENCY: positiveIntSchema.default(12),
-  // Three apply transactions in flight let node prepare one chunk while Postgres runs the others
-  // (bench:worker: 46% of the same-SQL ceiling with 1, 63% with 2, 66% with 3, 67% with 4).
+  // Three apply transactions in flight let node prepare one chunk while Postgres runs the others;
+  // with one, node and Postgres take turns (bench:worker measures it against its same-SQL ceiling).
   WORKER_APPLY_TRANSACTIONS: positiveIntSchema.default(DEFAULT_APPLY_TRANSACTIONS),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
   // Offset commits at most this often (0: after every chunk, one in flight at a time); see
@@ -49,7 +49,7 @@ export const workerEnvSchema = z.object({
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
   RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
   // inline (default): the outbox relay runs on the worker's event loop; thread: in its own thread,
-  // which costs ~70 MB of RSS (a second isolate) and was no faster side by side (bench/results/footprint.md).
+  // which costs the RSS of a second isolate and was no faster side by side (bench:worker).
   WORKER_RELAY: z.enum(['thread', 'inline']).default('inline'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),

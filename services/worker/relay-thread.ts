@@ -62,9 +62,8 @@ function threadEntry(): URL {
 /**
  * The relay thread's own V8 heap. Without limits it inherits the worker's young generation and an
  * old generation that grows with its allocation rate (kafkajs allocates several buffers per
- * record), though what it keeps alive is one batch (RELAY_BATCH_SIZE rows, about 1 MB). Measured
- * in bench:worker (bench/results/worker.md, footprint): these limits took the worker's peak RSS
- * from 475 to 426 MB at the same throughput.
+ * record), though what it keeps alive is one batch (RELAY_BATCH_SIZE rows). These limits lower the
+ * worker's peak RSS at the same throughput (bench:worker with WORKER_RELAY=thread).
  */
 export const RELAY_THREAD_LIMITS = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 64 } as const;
 

@@ -19,9 +19,9 @@ interface RetryLine {
  * Regression (issue 12's latency): when a transaction starts right after the previous one
  * committed, the coordinator may still be writing the previous commit markers and answers
  * AddPartitionsToTxn with CONCURRENT_TRANSACTIONS. kafkajs then retried the whole send after the
- * client's general backoff (100 ms, ±20%), so the relay stalled for 80-130 ms a few times a minute
- * at 100 req/s and that stall was the end-to-end p99. The Java client retries this case after
- * 20 ms; so must the relay's transactional producer.
+ * client's general backoff, so the relay stalled a few times a minute and that stall was the
+ * end-to-end p99. The Java client retries this case after a short fixed delay; so must the relay's
+ * transactional producer.
  */
 describe('back-to-back transactions on the relay producer', () => {
   const lines: RetryLine[] = [];

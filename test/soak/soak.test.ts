@@ -15,12 +15,12 @@ import { repoRoot } from '../../infra/paths.ts';
 // is within 1.5x of the first 30 s after the warm-up, at least 99% of the schedule is answered 2xx
 // and at most 0.1% 503. The results go to a temporary folder (kept when the test fails), never over
 // bench/results/soak.md.
-// The warm-up is half the run (bench:soak's default): at 500 req/s the worker's RSS climbs from
-// ~300 MB to its working size (~500 MB) over the first 50-80 s, and a baseline taken on the climb
-// would read as growth; the median of the samples at 70, 80 and 90 s against 100, 110 and 120 s.
-// SOAK_TEST_RATE / SOAK_TEST_DURATION_MS / SOAK_TEST_WARMUP_MS change the run (a lower rate leaves
-// more of the machine to the integration file running beside this one, but the worker then takes
-// longer to reach its working size: at 250 req/s the climb ended at ~60 s).
+// The warm-up is half the run (bench:soak's default): each service's RSS climbs to its working size
+// early in a run, and a baseline taken on the climb would read as growth; growth compares the median
+// of the first three samples after the warm-up with the last three. The soak runs last and alone
+// (vitest.config.ts), so nothing else on the machine feeds it a backlog. SOAK_TEST_RATE /
+// SOAK_TEST_DURATION_MS / SOAK_TEST_WARMUP_MS change the run; at a lower rate the services take
+// longer to reach their working size, so keep the warm-up long enough to cover the climb.
 const RATE = Number(process.env.SOAK_TEST_RATE ?? 500);
 const DURATION_MS = Number(process.env.SOAK_TEST_DURATION_MS ?? 120_000);
 const WARMUP_MS = Number(process.env.SOAK_TEST_WARMUP_MS ?? DURATION_MS / 2);

@@ -5,8 +5,8 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { raw, themeEvent } from './helpers.ts';
 
 // The apply path's big statements are prepared once per connection: planning them again for every
-// transaction cost a one-event transaction ~2 ms of Postgres CPU (bench/worker/pg-cpu.ts 300 1), which
-// is what a worker at a few events a second pays per event. Once Postgres settles on a generic plan
+// transaction was most of a one-event transaction's Postgres CPU (`bench/worker/pg-cpu.ts 300 1`),
+// which is what a worker at a few events a second pays per event. Once Postgres settles on a generic plan
 // from small chunks, a full chunk must still come out right through it.
 describe('prepared apply statements', () => {
   let db: TestDatabase;

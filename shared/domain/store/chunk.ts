@@ -2,9 +2,8 @@
 // whole chunk of events across inbox_events, resource_state, applied_outbox and inbox_anomalies,
 // set-based (unnest), in four round trips: BEGIN with the key locks, one read, one write, COMMIT.
 // The read and the write are named, so each session prepares them once: planning them for every
-// transaction cost a one-event transaction about 2 ms of Postgres CPU (bench/worker/pg-cpu.ts with
-// chunks of 1: 3.1-3.4 ms unnamed, 1.2-2.4 ms named), which a worker at a few events a second pays per
-// event. Generic plans are safe here: every lookup is a lateral index probe (OFFSET 0, below)
+// transaction was most of a one-event transaction's Postgres CPU (`bench/worker/pg-cpu.ts 300 1`
+// measures it), which a worker at a few events a second pays per event. Generic plans are safe here: every lookup is a lateral index probe (OFFSET 0, below)
 // whatever the chunk size, and test/worker/prepared-apply.test.ts applies a full chunk through them.
 import {
   bool,

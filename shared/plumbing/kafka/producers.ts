@@ -36,8 +36,9 @@ export function createIdempotentProducer(kafka: Kafka, options: IdempotentProduc
           transactionTimeout: options.transactionTimeoutMs ?? 60_000,
           // A transaction begun while the coordinator still writes the previous commit's markers
           // gets CONCURRENT_TRANSACTIONS on AddPartitionsToTxn, and kafkajs retries the whole send
-          // after the client's backoff (100 ms): back-to-back relay passes stalled for 80-130 ms a
-          // few times a minute. The Java client retries that case after 20 ms; so does this one.
+          // after the client's general backoff, which stalled back-to-back relay passes. The Java
+          // client retries that case after a short fixed delay; so does this one
+          // (test/relay/back-to-back-transactions.test.ts).
           // Retries stay unbounded, as kafkajs has them for an idempotent producer.
           retry: { initialRetryTime: TRANSACTION_RETRY_INITIAL_MS, retries: Number.MAX_SAFE_INTEGER },
         }

@@ -41,8 +41,8 @@ export async function initialiseTransactions(producer: Producer): Promise<void> 
  *
  * A commit returns once the coordinator has logged it; it then writes the commit markers, and a
  * new transaction of the same transactional id is refused (CONCURRENT_TRANSACTIONS, retried after
- * 20 ms and then 40 ms) until they are written. Back-to-back transactions of one producer therefore
- * run at most about one per 20-25 ms on a busy broker. The next lane has its own transactional id
+ * after TRANSACTION_RETRY_INITIAL_MS, then twice that) until they are written. Back-to-back
+ * transactions of one producer therefore run at most about one per first retry. The next lane has its own transactional id
  * and nothing pending, so it starts at once, while the previous lane's markers are written.
  *
  * Order holds: transactions never overlap (each lane's work starts after the previous one's commit

@@ -8,7 +8,7 @@ export interface LoggerSettings {
 }
 
 // pino's isoTime, formatted once per millisecond: the services log one line per request or event,
-// often several in the same millisecond, and Date#toISOString was ~1% of their CPU.
+// often several in the same millisecond, and Date#toISOString showed up in their CPU profiles.
 let lastMillis = -1;
 let lastTime = '';
 export function isoTimeCached(): string {
@@ -31,7 +31,7 @@ export const LOG_FLUSH_INTERVAL_MS = 100;
  * The services' stdout: asynchronous, lines held until `bufferBytes` of them are there or
  * LOG_FLUSH_INTERVAL_MS passed, then written in one write. The services log a line per request
  * or per event; written one by one, each line cost a write on libuv's thread pool and the futex
- * wake-ups around it (futex calls were a fifth of an ingress's syscalls at 1,000 req/s, strace -c). pino writes what is held
+ * wake-ups around it (a large share of an ingress's syscalls under load, strace -c). pino writes what is held
  * synchronously when the process exits (a SIGKILL or an out-of-memory kill loses at most the
  * last 100 ms). 0 writes each line as soon as the previous write finished (sonic-boom's default).
  */
