@@ -468,7 +468,7 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${ingress.args.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
-(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
+(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build.ts; relay on the worker's event loop) as separate processes with npm start's
 flags and environment (infra/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);

@@ -43,6 +43,16 @@ type Pass =
   | { kind: 'idle' | 'held-back'; cursor: OutboxPosition }
   | { kind: 'not-leader' | 'rebaselined' };
 
+/** What the worker needs from its running relay. */
+export interface RelayHandle {
+  /** False once the relay has stopped; readiness reports it. */
+  readonly running: boolean;
+  /** An apply transaction committed: publish without waiting for the next poll. */
+  nudge(): void;
+  /** Publishes what is in flight, then stops. */
+  stop(): Promise<void>;
+}
+
 /** Who may publish (services/worker/relay-leadership.ts). */
 export interface Leadership {
   /** Whether this relay leads (taking the lead when it is free); may trust what it last heard. */
@@ -127,7 +137,7 @@ export interface RelayPartsSettings {
 }
 
 /**
- * The relay's own two Postgres sessions, in its thread or inline. Its writes are its cursor rows
+ * The relay's own two Postgres sessions. Its writes are its cursor rows
  * (and a re-baseline after a restore): they commit without waiting for the WAL flush, since losing
  * the newest in a Postgres crash only republishes identical records, which the relay allows for.
  */

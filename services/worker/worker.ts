@@ -11,7 +11,7 @@ import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './
 import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, type WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
-import type { RelayHandle } from './relay-thread.ts';
+import type { RelayHandle } from './outbox-relay.ts';
 import { startWorkerReconcile, type WorkerReconcile } from './reconcile-triggers.ts';
 
 export type { WorkerDeps } from './composition.ts';
@@ -148,7 +148,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
             ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
           })
         : undefined;
-    const startedRelay = await startRelay(config, parts, (error) => deps.onFatal?.(error));
+    const startedRelay = startRelay(config, parts);
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
