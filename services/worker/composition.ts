@@ -11,10 +11,10 @@ import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import { DEFAULT_APPLY_TRANSACTIONS, type WorkerConfig } from './config.ts';
 import { createCrashPoints, type CrashPoints } from './crash-points.ts';
-import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
-import { ApplyCoalescer } from './apply-coalescer.ts';
+import { FaultInjectingApplier } from './retry/fault-injecting-applier.ts';
+import { ApplyCoalescer } from './apply/apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
-import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS, type RelayHandle } from './outbox-relay.ts';
+import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS, type RelayHandle } from './relay/index.ts';
 
 // The worker's composition root: every client and part built from the config once, nothing
 // connected yet. worker.ts starts and stops them in order (the lifecycle).

@@ -6,7 +6,7 @@ import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
-import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './outbox-relay.ts';
+import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './relay/index.ts';
 
 export const DEFAULT_APPLY_TRANSACTIONS = 3;
 export const DEFAULT_OFFSET_COMMIT_INTERVAL_MS = 100;
@@ -34,7 +34,7 @@ export const workerEnvSchema = z.object({
   WORKER_APPLY_TRANSACTIONS: positiveIntSchema.default(DEFAULT_APPLY_TRANSACTIONS),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
   // Offset commits at most this often (0: after every chunk, one in flight at a time); see
-  // coalescedCommits in batch-handler.ts.
+  // coalescedCommits in apply/batch-handler.ts.
   WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),

@@ -21,8 +21,8 @@ import { endSpanWithError, SpanKind, type Span, type Tracing } from '#plumbing/o
 import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned-send.ts';
 import { createRecoveringProducer } from '#plumbing/kafka/producers.ts';
 import { TransactionLanes, type FencedProducerUse } from '#plumbing/kafka/transaction-lanes.ts';
-import type { CrashPoints } from './crash-points.ts';
-import { RelayLeadership } from './relay-leadership.ts';
+import type { CrashPoints } from '../crash-points.ts';
+import { RelayLeadership } from './leadership.ts';
 
 const HELD_BACK_WARN_MS = 30_000;
 
@@ -53,7 +53,7 @@ export interface RelayHandle {
   stop(): Promise<void>;
 }
 
-/** Who may publish (services/worker/relay-leadership.ts). */
+/** Who may publish (leadership.ts). */
 export interface Leadership {
   /** Whether this relay leads (taking the lead when it is free); may trust what it last heard. */
   hold(): Promise<boolean>;
