@@ -251,7 +251,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await step('reconcile', () => reconcile?.close());
         await step('failures', () => failures?.close());
         // Nothing more is applied here: the relay publishes up to the newest applied record (bounded,
-        // see STOP_DRAIN_MS in relay/outbox-relay.ts), then stops.
+        // see STOP_DRAIN_MS in relay/stop-drain.ts), then stops.
         await step('relay', () => runningRelay.stop());
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();

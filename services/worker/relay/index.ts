@@ -1,14 +1,4 @@
-export {
-  createRelayPool,
-  createRelayProducer,
-  OutboxRelay,
-  RELAY_BATCH_BYTES,
-  RELAY_TRANSACTION_LANES,
-  relayParts,
-  STOP_DRAIN_MS,
-  type Leadership,
-  type OutboxRelayOptions,
-  type RelayHandle,
-  type RelayPartsSettings,
-} from './outbox-relay.ts';
+export { OutboxRelay, RELAY_BATCH_BYTES, type Leadership, type OutboxRelayOptions, type RelayHandle } from './outbox-relay.ts';
+export { createRelayPool, createRelayProducer, relayParts, RELAY_TRANSACTION_LANES, type RelayPartsSettings } from './parts.ts';
 export { RelayLeadership, type RelayLeadershipOptions } from './leadership.ts';
+export { STOP_DRAIN_MS } from './stop-drain.ts';
