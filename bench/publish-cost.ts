@@ -16,7 +16,7 @@ import { KAFKA_VERSION } from '../infra/provision/kafka/local-kafka.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer, TRANSACTION_RETRY_INITIAL_MS } from '#plumbing/kafka/producers.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/outbox-relay.ts';
+import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/relay/index.ts';
 import { brokerAge, cpuSnapshot } from './lib/cpu.ts';
 import { cpuCalibrationMs } from './lib/machine.ts';
 import { fmt, summarise } from './lib/stats.ts';

@@ -451,7 +451,7 @@ const targetRows = [
     : `| POST → applied record p99 at 1,000 req/s | not measured (1000 not among the rates) | ≤ ${TARGETS.p99At1000} ms | n/a |`,
   `| nothing lost: 2xx answers = applied records (all phases, warm-up included) | ${totals.accepted.toLocaleString('en')} = ${totals.applied.toLocaleString('en')}; ${totals.lost} lost, ${totals.notApplied} not applied by the worker (stale etc.), ${totals.extra} applied without a 2xx | equal | ${met(totals.lost === 0 && totals.notApplied === 0 && totals.extra === 0 && totals.accepted === totals.applied)} |`,
   `| ingress peak RSS | **${fmt(peakIngress, 1)} MB** (VmHWM ${fmt(hwm.ingress, 1)} MB) | ≤ ${TARGETS.ingressRssMb} MB | ${met(peakIngress <= TARGETS.ingressRssMb)} |`,
-  `| worker peak RSS (its relay thread included) | **${fmt(peakWorker, 1)} MB** (VmHWM ${fmt(hwm.worker, 1)} MB) | ≤ ${TARGETS.workerRssMb} MB | ${met(peakWorker <= TARGETS.workerRssMb)} |`,
+  `| worker peak RSS | **${fmt(peakWorker, 1)} MB** (VmHWM ${fmt(hwm.worker, 1)} MB) | ≤ ${TARGETS.workerRssMb} MB | ${met(peakWorker <= TARGETS.workerRssMb)} |`,
 ];
 const measuredRates = measured.filter((m) => m.phase.name !== 'warm-up');
 
@@ -469,7 +469,7 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${settings.eventsPartitions} partitions, ${settings.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${ingress.args.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
-(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build/build.ts; relay ${(process.env.WORKER_RELAY ?? 'inline') === 'thread' ? 'in its own thread' : "on the worker's event loop"}) as separate processes with npm start's
+(\`node ${worker.args.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build/build.ts; relay on the worker's event loop) as separate processes with npm start's
 flags and environment (infra/dev/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${RESOURCES.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);

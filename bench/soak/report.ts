@@ -121,7 +121,7 @@ Load average (1 / 5 / 15 min) before: ${run.loadBefore.map((v) => v.toFixed(2)).
 processes seen on the machine during the run (command lines sampled every second): ${run.otherRuns.length ? `**${run.otherRuns.join(', ')}**: the figures are not those of a quiet machine` : 'none'}; each sample below also gives the CPU share of processes other than the bench's.
 
 Set-up (bench/lib/bridge.ts): a fresh database (migrated) and fresh topics (${run.settings.eventsPartitions} partitions, ${run.settings.retryLevels} retry levels), the ingress
-(\`node ${run.services.ingress.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker applying to Postgres with its relay publishing to the applied topic (on the worker's event loop unless WORKER_RELAY=thread)
+(\`node ${run.services.ingress.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker applying to Postgres with its relay publishing to the applied topic (on the worker's event loop)
 (\`node ${run.services.worker.join(' ').replaceAll(repoRoot + '/', '')}\`) as separate processes: npm start's Node flags and environment (infra/dev/dev.env;
 LOG_LEVEL=${run.logLevel}, logs to a file), production defaults otherwise, plus the event-loop probe \`${run.probe}\` preloaded (below).
 
@@ -138,7 +138,7 @@ How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the firs
 - **Event-loop delay**: the services register no prom-client default metrics (their /metrics has no \`nodejs_eventloop_lag_*\`), so \`${run.probe}\` is preloaded into
   each (\`--import\`, as a bundle of its own; Node runs it in worker threads too): \`perf_hooks.monitorEventLoopDelay\` at 10 ms resolution, as prom-client's default metrics
   measure it, one histogram per thread, read and reset over an IPC channel at each sample. Figures are the delay beyond the 10 ms timer period (prom-client's
-  \`nodejs_eventloop_lag_p99_seconds\` would read 10 ms more). Main threads of the ingress and the worker, and the worker's relay thread when it runs in one (WORKER_RELAY=thread; inline, the probe has no thread to answer).
+  \`nodejs_eventloop_lag_p99_seconds\` would read 10 ms more). Main threads of the ingress and the worker.
 - **Lag**: the worker's consumer group (\`bench-soak-applier-*\`) on the events topic, summed over partitions: high watermark minus committed offset
   (shared/plumbing/kafka/lag.ts; the worker commits after each chunk's transaction). **Back to 0**: after the last request is sent, the lag is read every
   ${run.lagPollMs} ms; the time counts from the last send to the first reading of 0 taken after every request was answered (an answer still in flight could

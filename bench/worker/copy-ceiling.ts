@@ -28,8 +28,8 @@ import { pipeline } from 'node:stream/promises';
 import pg, { type QueryConfig } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
-import { receivedAtHeader, reconcileTriggerHeader, sourceHeader, traceIdHeader } from '#domain/contract/event-headers.ts';
 import {
+  chunkRows,
   decideOutcomes,
   SnapshotApplier,
   tenantScopedKey,
@@ -38,20 +38,21 @@ import {
   type KnownState,
 } from '#domain/apply/index.ts';
 import type { ParsedEvent, SourceRecord } from '#domain/apply/types.ts';
-import { serializeAppliedRecord } from '#domain/apply/applied-record.ts';
 import { deliveryAttemptOf } from '#domain/apply/source-record.ts';
 import {
   BEGIN_APPLY_TRANSACTION,
   beginApplyAndLock,
+  ANOMALY_ROWS,
+  INBOX_ROWS,
+  OUTBOX_ROWS,
   readChunkContext,
+  STATE_ROWS,
   writeChunkEffects,
   type AnomalyChunkRow,
   type ChunkEffects,
   type ChunkKeys,
-  type InboxChunkRow,
-  type OutboxChunkRow,
-  type StateChunkRow,
 } from '#domain/store/chunk.ts';
+import type { ColumnSpec, RowOf } from '#domain/store/columns.ts';
 import type { Queryable } from '#domain/store/session.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
@@ -61,70 +62,17 @@ import { buildDataset } from './dataset.ts';
 
 // --- the rows, as COPY text ---------------------------------------------------------------------
 
-// Column lists checked against the store's row types: a column added to the chunk statement and
-// missing here fails the typecheck.
-const INBOX_COLUMNS = columnsOf<InboxChunkRow>({
-  event_id: 1,
-  idempotency_key: 1,
-  duplicate_of: 1,
-  tenant_id: 1,
-  resource_type: 1,
-  resource_id: 1,
-  resource_version: 1,
-  event_type: 1,
-  status: 1,
-  reason: 1,
-  body_sha256: 1,
-  source_topic: 1,
-  source_partition: 1,
-  source_offset: 1,
-  occurred_at: 1,
-  received_at: 1,
-  delivery_attempt: 1,
-  source: 1,
-  reconcile_trigger: 1,
-  trace_id: 1,
-  payload: 1,
-});
-const STATE_COLUMNS = columnsOf<StateChunkRow>({
-  tenant_id: 1,
-  resource_type: 1,
-  resource_id: 1,
-  version: 1,
-  deleted: 1,
-  last_event_id: 1,
-  source_partition: 1,
-  data: 1,
-  last_occurred_at: 1,
-});
-const OUTBOX_COLUMNS = columnsOf<OutboxChunkRow>({
-  event_id: 1,
-  key: 1,
-  source_topic: 1,
-  source_partition: 1,
-  source_offset: 1,
-  payload: 1,
-  traceparent: 1,
-  tracestate: 1,
-});
+// The columns of the store's chunk statement (shared/domain/store/chunk.ts), in its order: the COPY
+// writes the rows chunkRows builds for it into the same columns. An anomaly's original_body_sha256,
+// which the statement reads in SQL from the inbox, is the one column the COPY adds.
+const INBOX_COLUMNS = columnsOf(INBOX_ROWS);
+const STATE_COLUMNS = columnsOf(STATE_ROWS);
+const OUTBOX_COLUMNS = columnsOf(OUTBOX_ROWS);
 type AnomalyCopyRow = AnomalyChunkRow & { original_body_sha256: string | null };
-const ANOMALY_COLUMNS = columnsOf<AnomalyCopyRow>({
-  event_id: 1,
-  body_sha256: 1,
-  original_body_sha256: 1,
-  payload: 1,
-  tenant_id: 1,
-  resource_type: 1,
-  resource_id: 1,
-  resource_version: 1,
-  source_topic: 1,
-  source_partition: 1,
-  source_offset: 1,
-  trace_id: 1,
-});
+const ANOMALY_COLUMNS: (keyof AnomalyCopyRow & string)[] = [...columnsOf(ANOMALY_ROWS), 'original_body_sha256'];
 
-function columnsOf<Row>(spec: Record<keyof Row & string, 1>): (keyof Row & string)[] {
-  return Object.keys(spec) as (keyof Row & string)[];
+function columnsOf<S extends ColumnSpec>(spec: S): (keyof RowOf<S> & string)[] {
+  return Object.keys(spec) as (keyof RowOf<S> & string)[];
 }
 
 const COPY_INBOX = `COPY inbox_events (${INBOX_COLUMNS.join(', ')}) FROM STDIN`;
@@ -134,11 +82,17 @@ const COPY_ANOMALIES = `COPY inbox_anomalies (${ANOMALY_COLUMNS.join(', ')}) FRO
 // The new versions of existing state rows: staged (data parsed into jsonb once, by the COPY), then
 // one UPDATE per chunk. Emptied at every commit.
 const CREATE_STATE_STAGE = `CREATE TEMP TABLE copy_state_stage (
-  tenant_id text, resource_type text, resource_id text, version bigint, deleted boolean, last_event_id text, data jsonb
+  ${Object.entries(STATE_ROWS)
+    .map(([name, encoder]) => `${name} ${encoder.type}`)
+    .join(', ')}
 ) ON COMMIT DELETE ROWS`;
 const COPY_STATE_STAGE = `COPY copy_state_stage (${STATE_COLUMNS.join(', ')}) FROM STDIN`;
+const STATE_KEY: readonly string[] = ['tenant_id', 'resource_type', 'resource_id'];
+// Every column but the key, as the apply path's upsert sets them.
 const UPDATE_STATE_FROM_STAGE = `UPDATE resource_state AS s
-  SET version = u.version, deleted = u.deleted, data = u.data, last_event_id = u.last_event_id, updated_at = now()
+  SET ${STATE_COLUMNS.filter((name) => !STATE_KEY.includes(name))
+    .map((name) => `${name} = u.${name}`)
+    .join(', ')}, updated_at = now()
   FROM copy_state_stage AS u
   WHERE s.tenant_id = u.tenant_id AND s.resource_type = u.resource_type AND s.resource_id = u.resource_id`;
 // The stage has no statistics; a hash join would read all of resource_state per chunk. An index
@@ -286,15 +240,7 @@ function parsed(record: SourceRecord): ParsedEvent | undefined {
   };
 }
 
-/** As snapshot-applier.ts's receivedAt. */
-function receivedAt(record: SourceRecord): string | null {
-  const header = receivedAtHeader(record.headers);
-  if (header !== undefined) return header.toISOString();
-  if (record.timestamp !== undefined && /^\d+$/.test(record.timestamp)) return new Date(Number(record.timestamp)).toISOString();
-  return null;
-}
-
-/** The rows of one chunk, built field for field as SnapshotApplier builds them for writeChunkEffects. */
+/** The rows of one chunk: the apply path's own (chunkRows), from the same decisions. */
 async function planChunk(records: readonly SourceRecord[], known: Known, appliedAtIso: string, extras: boolean): Promise<CopyChunk> {
   const events = records.flatMap((r) => parsed(r) ?? []);
   // An anomaly's original_body_sha256 is read in SQL from the inbox as it was before the chunk's statement.
@@ -302,90 +248,29 @@ async function planChunk(records: readonly SourceRecord[], known: Known, applied
     events.map((e) => [e, known.inbox.get(tenantScopedKey(e.envelope.tenant_id, e.envelope.event_id))?.bodySha256]),
   );
   const decisions = decideOutcomes(events, known.inbox, known.idempotency, known.states);
-  const env = (d: Decision) => d.event.envelope;
+  const rows = chunkRows(decisions, { appliedAtIso });
+  const { inbox, outbox } = rows;
+  // chunkRows keeps decision order: its anomaly rows are the quarantined decisions', its state rows
+  // the last applied decision's of each resource, in first-applied order.
+  const quarantined = decisions.filter((d) => d.outcome === 'quarantined');
   const lastApplied = new Map<string, Decision>();
   for (const d of decisions) if (d.outcome === 'applied') lastApplied.set(d.event.resourceKey, d);
-  const outboxDecisions = decisions.filter((d) => d.outcome === 'applied');
-  const dataJson = new Map<Decision, string | null>();
-  for (const d of outboxDecisions) dataJson.set(d, d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}));
-
-  const inbox: InboxChunkRow[] = decisions
-    .filter((d) => d.writeInbox)
-    .map((d) => ({
-      event_id: env(d).event_id,
-      idempotency_key: env(d).idempotency_key,
-      duplicate_of: d.duplicateOf,
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      resource_version: env(d).resource.version,
-      event_type: env(d).event_type,
-      status: d.outcome,
-      reason: d.reason,
-      body_sha256: d.event.bodySha256,
-      source_topic: d.event.record.topic,
-      source_partition: d.event.record.partition,
-      source_offset: d.event.record.offset,
-      occurred_at: env(d).occurred_at,
-      received_at: receivedAt(d.event.record),
-      delivery_attempt: d.event.deliveryAttempt,
-      source: sourceHeader(d.event.record.headers),
-      reconcile_trigger: reconcileTriggerHeader(d.event.record.headers),
-      trace_id: traceIdHeader(d.event.record.headers),
-      payload: d.event.bytes,
-    }));
-  const outbox: OutboxChunkRow[] = outboxDecisions.map((d) => ({
-    event_id: env(d).event_id,
-    key: d.event.resourceKey,
-    source_topic: d.event.record.topic,
-    source_partition: d.event.record.partition,
-    source_offset: d.event.record.offset,
-    payload: serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!),
-    traceparent: undefined,
-    tracestate: undefined,
-  }));
   // ON CONFLICT (tenant_id, event_id, body_sha256) DO NOTHING: a mismatch already kept writes nothing.
-  const anomalies: AnomalyCopyRow[] = decisions
-    .filter((d) => d.outcome === 'quarantined')
-    .filter((d) => {
-      const key = tenantScopedKey(env(d).tenant_id, `${env(d).event_id}\u0000${d.event.bodySha256}`);
-      if (known.anomalies.has(key)) return false;
-      known.anomalies.add(key);
-      return true;
-    })
-    .map((d) => ({
-      event_id: env(d).event_id,
-      body_sha256: d.event.bodySha256,
-      original_body_sha256: storedSha.get(d.event) ?? null,
-      payload: d.event.bytes.toString('utf8'),
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      resource_version: env(d).resource.version,
-      source_topic: d.event.record.topic,
-      source_partition: d.event.record.partition,
-      source_offset: d.event.record.offset,
-      trace_id: traceIdHeader(d.event.record.headers),
-    }));
+  const anomalies: AnomalyCopyRow[] = rows.anomalies.flatMap((row, i) => {
+    const d = quarantined[i]!;
+    const key = tenantScopedKey(d.event.envelope.tenant_id, `${d.event.envelope.event_id}\u0000${d.event.bodySha256}`);
+    if (known.anomalies.has(key)) return [];
+    known.anomalies.add(key);
+    return [{ ...row, original_body_sha256: storedSha.get(d.event) ?? null }];
+  });
 
   // The first state row of a resource is an insert; every later one a new version of that row.
-  const state: StateChunkRow[] = [];
+  const state = rows.state;
   let stateInsert = '';
   let stateInserts = 0;
   const updateLines: string[] = [];
-  for (const [key, d] of lastApplied) {
-    const row: StateChunkRow = {
-      tenant_id: env(d).tenant_id,
-      resource_type: env(d).resource.type,
-      resource_id: env(d).resource.id,
-      version: env(d).resource.version,
-      deleted: d.event.action === 'delete',
-      last_event_id: env(d).event_id,
-      source_partition: d.event.record.partition,
-      data: dataJson.get(d)!,
-      last_occurred_at: null,
-    };
-    state.push(row);
+  for (const [i, key] of [...lastApplied.keys()].entries()) {
+    const row = state[i]!;
     const writes = known.stateWrites.get(key) ?? 0;
     known.stateWrites.set(key, writes + 1);
     if (writes === 0) {
@@ -676,7 +561,7 @@ event takes caps the rate at worker ${cap(workerMid.cpu)}/s, same-SQL ceiling ${
   statements instead of COPY: key locks, the read, unnest and packed-bytea decoding, the ON CONFLICT upserts and their
   version check; \`npx tsx bench/worker/copy-ceiling.ts\` splits it statement by statement);
 - worker -> same-SQL: ${diff(workerMid.cpu, sqlMid.cpu, 'child')} us of node CPU in the worker process (Kafka fetch decoding and offset commits, the
-  relay thread publishing every applied record, a pino line per event), ${diff(workerMid.cpu, sqlMid.cpu, 'kafka')} us of broker CPU and
+  relay publishing every applied record, a pino line per event), ${diff(workerMid.cpu, sqlMid.cpu, 'kafka')} us of broker CPU and
   Postgres CPU ${diff(workerMid.cpu, sqlMid.cpu, 'postgres')} us (the worker's run adds the relay's reads and cursor rows; within noise when near 0).
 Our processes kept ${[workerMid.cpu && busy(workerMid.cpu, workerMid.consumedMs), busy(sqlMid.cpu, sqlMid.ms), busy(mid.cpu, mid.ms)].map((b) => b ?? 'n/a').join(' / ')} of ${cores * 100}% busy
 in those three runs; well below ${cores * 100}%, other processes on the machine had the rest.

@@ -1,7 +1,7 @@
 // A backlog of large events through the worker, with npm start's flags (infra/dev/services.ts): the
 // worker is stopped (SIGSTOP), N signed events with a SIZE-byte field are posted through the
 // ingress, then the worker resumes and drains them. Prints its peak RSS, or that it died.
-//   N=400 SIZE=950000 npx tsx bench/worker/large-events.ts        (WORKER_RELAY=thread to compare)
+//   N=400 SIZE=950000 npx tsx bench/worker/large-events.ts
 import pg from 'pg';
 import { loadDevEnv } from '../../infra/dev/bootstrap.ts';
 import { parseBrokers } from '#plumbing/kafka/client.ts';

@@ -14,7 +14,7 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { buildDataset } from './dataset.ts';
 
 const resources = Number(process.argv[2] ?? 4000);

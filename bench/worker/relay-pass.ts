@@ -2,7 +2,7 @@
 // the store's own relay statements.
 import type { Pool } from 'pg';
 import { withTransaction } from '#plumbing/db/transaction.ts';
-import { RELAY_BATCH_BYTES } from '#services/worker/outbox-relay.ts';
+import { RELAY_BATCH_BYTES } from '#services/worker/relay/index.ts';
 import { readNextOutbox, recordOutboxBatch, RELAY_LEADER_LOCK_KEY } from '#domain/store/outbox.ts';
 
 export async function relayPassForBenchmark(pool: Pool, batchSize: number): Promise<number> {

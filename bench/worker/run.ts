@@ -33,8 +33,6 @@ const MAX_BYTES_PER_PARTITION = Number(process.env.BENCH_MAX_BYTES_PER_PARTITION
 // replaces its young-generation size.
 const SEMI_SPACE_MB = process.env.BENCH_SEMI_SPACE_MB === undefined ? undefined : Number(process.env.BENCH_SEMI_SPACE_MB);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 12);
-// WORKER_RELAY reaches the worker through the environment; inline is its default (services/worker/config.ts).
-const RELAY_MODE = process.env.WORKER_RELAY ?? 'inline';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PARTITIONS = 12;
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
@@ -327,7 +325,7 @@ Workload: ${events.toLocaleString('en')} events over ${RESOURCES.toLocaleString(
 ${dataset.stale.toLocaleString('en')} stale versions = 10%), ~${dataset.events[0]!.value.length} bytes each, preloaded to a fresh ${PARTITIONS}-partition topic.
 Worker settings: WORKER_BATCH_SIZE=${BATCH_SIZE}, WORKER_PARTITIONS_CONCURRENCY=${CONCURRENCY}, WORKER_MAX_BYTES_PER_PARTITION=${MAX_BYTES_PER_PARTITION},
 node ${nodeArgs.join(' ')}, one worker process, per-event pino logs at info
-(serialised, written to /dev/null), outbox relay ${RELAY_MODE === 'thread' ? 'in its own thread of the worker process' : "on the worker's event loop"} (WORKER_RELAY=${RELAY_MODE}).
+(serialised, written to /dev/null), outbox relay on the worker's event loop.
 
 ${ROUNDS} rounds, each a worker run (fresh consumer group from the beginning of the topic, fresh database) then a
 ceiling run (fresh database):
@@ -354,8 +352,8 @@ ${cpuTable()}
 Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
 
-Where the time goes: the CPU table above is measured, not estimated. The worker process includes its outbox relay
-(WORKER_RELAY=${RELAY_MODE}): it encodes every applied record with its dozen headers (patches/kafkajs+2.2.4.patch
+Where the time goes: the CPU table above is measured, not estimated. The worker process includes its outbox relay:
+it encodes every applied record with its dozen headers (patches/kafkajs+2.2.4.patch
 encodes each into one buffer) and reads the outbox back (\`npx tsx bench/worker/relay-cpu.ts\` measures the relay alone).
 Postgres's share is split by \`npx tsx bench/worker/pg-cpu.ts\` (apply path per event and relay per record, read from
 the backend's /proc entry), and \`npx tsx bench/worker/explain-chunk.ts 1000 20\` prints the plans of one chunk's

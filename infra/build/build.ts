@@ -29,9 +29,6 @@ export interface BundleLayout {
 /** npm start's, the tests' and the benchmarks' bundles: in .cache/build, reading the repository's files. */
 export const devLayout: BundleLayout = { outDir: buildDir, filesRoot: repoRoot };
 
-/** The relay thread's own bundle (services/worker/relay-thread.ts starts its thread from it). */
-const RELAY_THREAD_SOURCE = 'services/worker/relay-thread.ts';
-
 /** Where the layout places a repository file (absolute path). */
 function placed(file: string, layout: BundleLayout): string {
   return path.join(layout.filesRoot, path.relative(repoRoot, file));
@@ -72,18 +69,11 @@ export function bundlePath(entry: string, layout: BundleLayout = devLayout): str
 
 /**
  * Bundles the entry points (paths relative to the repository) and returns their bundles' paths in
- * the same order. The relay thread's bundle is always built with them: a worker bundle starts its
- * relay thread from it.
+ * the same order.
  */
 export async function buildBundles(entries: string[], layout: BundleLayout = devLayout): Promise<string[]> {
-  const all = [...new Set([...entries, RELAY_THREAD_SOURCE])];
-  // Relative to relay-thread.ts's own (rewritten) import.meta.url, where it resolves the thread's entry.
-  const relayEntry = relativeUrl(
-    path.dirname(placed(path.join(repoRoot, RELAY_THREAD_SOURCE), layout)),
-    bundlePath(RELAY_THREAD_SOURCE, layout),
-  );
   await Promise.all(
-    all.map(async (entry) => {
+    [...new Set(entries)].map(async (entry) => {
       const outfile = bundlePath(entry, layout);
       const result = await build({
         entryPoints: [path.join(repoRoot, entry)],
@@ -98,7 +88,6 @@ export async function buildBundles(entries: string[], layout: BundleLayout = dev
         sourcemap: 'linked',
         logLevel: 'warning',
         plugins: [moduleUrls(outfile, layout)],
-        define: { RELAY_THREAD_ENTRY: JSON.stringify(relayEntry) },
         write: false,
       });
       // Written aside and renamed into place: a process starting from the bundle while another

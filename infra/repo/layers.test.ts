@@ -21,7 +21,7 @@ describe('layer rules', () => {
     ['services/ingress/ingress.ts', '../worker/worker.ts'],
     ['services/console/console.ts', '#services/cli/commands/dlq.ts'],
     ['services/console/pages/dlq.ts', '../../cli/output.ts'],
-    ['services/worker/failures/retry-router.ts', '../../../shared/domain/failures/index.ts'],
+    ['services/worker/retry/retry-router.ts', '../../../shared/domain/failures/index.ts'],
   ])('%s may not import %s', async (file, specifier) => {
     expect(await restricted(file, specifier)).toBe(true);
   });
@@ -32,7 +32,7 @@ describe('layer rules', () => {
     ['shared/domain/apply/decide.ts', './types.ts'],
     ['services/cli/commands/dlq.ts', '../output.ts'],
     ['services/console/pages/dlq.ts', '#domain/operations/dlq-records.ts'],
-    ['services/worker/failures/retry-router.ts', '#domain/failures/index.ts'],
+    ['services/worker/retry/retry-router.ts', '#domain/failures/index.ts'],
     ['services/worker/worker.ts', '#plumbing/kafka/client.ts'],
   ])('%s may import %s', async (file, specifier) => {
     expect(await restricted(file, specifier)).toBe(false);

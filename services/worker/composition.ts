@@ -11,11 +11,10 @@ import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import { DEFAULT_APPLY_TRANSACTIONS, type WorkerConfig } from './config.ts';
 import { createCrashPoints, type CrashPoints } from './crash-points.ts';
-import { FaultInjectingApplier } from './failures/fault-injecting-applier.ts';
-import { ApplyCoalescer } from './apply-coalescer.ts';
+import { FaultInjectingApplier } from './retry/fault-injecting-applier.ts';
+import { ApplyCoalescer } from './apply/apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
-import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS } from './outbox-relay.ts';
-import { startRelayThread, type RelayHandle } from './relay-thread.ts';
+import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS, type RelayHandle } from './relay/index.ts';
 
 // The worker's composition root: every client and part built from the config once, nothing
 // connected yet. worker.ts starts and stops them in order (the lifecycle).
@@ -36,8 +35,7 @@ export interface WorkerDeps {
   onFatal?: (error: unknown) => void;
   /** Skip the admin HTTP server (benchmarks, tests that run several workers). */
   adminServer?: boolean;
-  /** OpenTelemetry (main.ts builds it from the OTEL_* variables); off by default. The relay thread
-   * builds its own from the same variables when this is enabled. */
+  /** OpenTelemetry (main.ts builds it from the OTEL_* variables); off by default. */
   tracing?: Tracing;
 }
 
@@ -56,7 +54,7 @@ export interface WorkerParts {
   kafka: Kafka;
   /** The main consumer of the events topic. */
   consumer: Consumer;
-  /** For the partition layout of the applied topic (the inline relay) and nothing else. */
+  /** For the partition layout of the applied topic (the relay) and nothing else. */
   metadataAdmin: Admin;
   tracing: Tracing;
 }
@@ -118,32 +116,9 @@ export function relayTransactionalId(config: Pick<WorkerConfig, 'appliedTopic' |
   return config.relayTransactionalId ?? `${config.appliedTopic}.relay`;
 }
 
-/** Starts the outbox relay: on the worker's event loop (default) or in its own thread. */
-export async function startRelay(config: WorkerConfig, parts: WorkerParts, onFatal: (error: unknown) => void): Promise<RelayHandle> {
+/** Starts the outbox relay on the worker's event loop, with a Postgres pool of its own. */
+export function startRelay(config: WorkerConfig, parts: WorkerParts): RelayHandle {
   const { logger, metrics } = parts;
-  if ((config.relayMode ?? 'inline') === 'thread') {
-    return startRelayThread(
-      {
-        brokers: config.brokers,
-        clientId: config.clientId,
-        databaseUrl: config.databaseUrl,
-        statementTimeoutMs: config.statementTimeoutMs,
-        ...(config.idleInTransactionTimeoutMs === undefined ? {} : { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs }),
-        logLevel: config.logLevel,
-        appliedTopic: config.appliedTopic,
-        batchSize: config.relayBatchSize,
-        batchBytes: config.relayBatchBytes,
-        pollMs: config.relayPollMs,
-        sendTimeoutMs: config.relaySendTimeoutMs,
-        stopDrainMs: config.relayStopDrainMs ?? STOP_DRAIN_MS,
-        transactionalId: relayTransactionalId(config),
-        ...(config.crashAt === undefined ? {} : { crashAt: config.crashAt }),
-        crashAfter: config.crashAfter,
-        tracing: parts.tracing.enabled,
-      },
-      { logger, metrics, onFatal },
-    );
-  }
   const relayLogger = logger.child({ component: 'outbox-relay' });
   const pool = createRelayPool({
     url: config.databaseUrl,

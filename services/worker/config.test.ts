@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
-import { STOP_DRAIN_MS } from './outbox-relay.ts';
+import { STOP_DRAIN_MS } from './relay/index.ts';
 
 const required = { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db' };
 const configOf = (env: Record<string, string>) => workerConfigFromEnv(parseConfig(workerEnvSchema, { ...required, ...env }));

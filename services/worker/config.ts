@@ -6,7 +6,7 @@ import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { loadReconcileSources, type ReconcileSource } from '#domain/sources/index.ts';
 import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
-import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './outbox-relay.ts';
+import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './relay/index.ts';
 
 export const DEFAULT_APPLY_TRANSACTIONS = 3;
 export const DEFAULT_OFFSET_COMMIT_INTERVAL_MS = 100;
@@ -34,7 +34,7 @@ export const workerEnvSchema = z.object({
   WORKER_APPLY_TRANSACTIONS: positiveIntSchema.default(DEFAULT_APPLY_TRANSACTIONS),
   WORKER_SESSION_TIMEOUT_MS: positiveIntSchema.default(30_000),
   // Offset commits at most this often (0: after every chunk, one in flight at a time); see
-  // coalescedCommits in batch-handler.ts.
+  // coalescedCommits in apply/batch-handler.ts.
   WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
@@ -48,9 +48,6 @@ export const workerEnvSchema = z.object({
   RELAY_STOP_DRAIN_MS: z.coerce.number().int().min(0).default(STOP_DRAIN_MS),
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
   RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
-  // inline (default): the outbox relay runs on the worker's event loop; thread: in its own thread,
-  // which costs the RSS of a second isolate and was no faster side by side (bench:worker).
-  WORKER_RELAY: z.enum(['thread', 'inline']).default('inline'),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
   WORKER_CRASH_AFTER: positiveIntSchema.default(1),
@@ -96,8 +93,6 @@ export interface WorkerConfig {
   relayStopDrainMs?: number;
   /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
   relayTransactionalId?: string;
-  /** Where the outbox relay runs (see relay-thread.ts); default 'inline'. */
-  relayMode?: 'thread' | 'inline';
   crashAt?: CrashPoint;
   crashAfter: number;
   /** Retry topics `<events>.retry.1..n`; default 4. */
@@ -149,7 +144,6 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
     relayStopDrainMs: env.RELAY_STOP_DRAIN_MS,
     ...(env.RELAY_TRANSACTIONAL_ID === undefined ? {} : { relayTransactionalId: env.RELAY_TRANSACTIONAL_ID }),
-    relayMode: env.WORKER_RELAY,
     ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),
     crashAfter: env.WORKER_CRASH_AFTER,
     retryLevels: env.TOPIC_RETRY_LEVELS,

@@ -6,13 +6,13 @@ import { startRetentionLoop, type RetentionLoop } from '#domain/retention/index.
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
 import { ping } from '#domain/store/session.ts';
-import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './batch-handler.ts';
+import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './apply/batch-handler.ts';
 import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
 import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, type WorkerConfig } from './config.ts';
-import { startFailureHandling, type FailureHandling } from './failures/failure-handling.ts';
+import { startFailureHandling, type FailureHandling } from './retry/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
-import type { RelayHandle } from './relay-thread.ts';
-import { startWorkerReconcile, type WorkerReconcile } from './reconcile-triggers.ts';
+import type { RelayHandle } from './relay/index.ts';
+import { startWorkerReconcile, type WorkerReconcile } from './reconcile/reconcile-triggers.ts';
 
 export type { WorkerDeps } from './composition.ts';
 export { relayTransactionalId } from './composition.ts';
@@ -148,7 +148,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
             ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
           })
         : undefined;
-    const startedRelay = await startRelay(config, parts, (error) => deps.onFatal?.(error));
+    const startedRelay = startRelay(config, parts);
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });
@@ -251,7 +251,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await step('reconcile', () => reconcile?.close());
         await step('failures', () => failures?.close());
         // Nothing more is applied here: the relay publishes up to the newest applied record (bounded,
-        // see STOP_DRAIN_MS in outbox-relay.ts), then stops.
+        // see STOP_DRAIN_MS in relay/stop-drain.ts), then stops.
         await step('relay', () => runningRelay.stop());
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();

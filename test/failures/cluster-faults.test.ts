@@ -50,7 +50,7 @@ const RESOURCES = Number(process.env.CLUSTER_FAULTS_RESOURCES ?? 300);
 const PACE_MS = 120;
 const EVENTS_PARTITIONS = 6;
 const SESSION_TIMEOUT_MS = 10_000;
-/** Frozen for longer than the session timeout and the relay leader's idle timeout (20 s, relay-leadership.ts). */
+/** Frozen for longer than the session timeout and the relay leader's idle timeout (20 s, services/worker/relay/parts.ts). */
 const FREEZE_MS = 25_000;
 /** A killed broker stays down past broker.session.timeout.ms (9 s): its partitions get new leaders. */
 const BROKER_DOWN_MS = 12_000;

@@ -8,7 +8,7 @@ import { createFailureMetrics, permanentFailure } from '#domain/failures/index.t
 import { createKafka } from '#plumbing/kafka/client.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { createFailureProducer, RetryRouter } from '#services/worker/failures/retry-router.ts';
+import { createFailureProducer, RetryRouter } from '#services/worker/retry/retry-router.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

@@ -362,7 +362,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
   });
 
   it('worker, SIGTERM mid-load: 503 at once, the apply in flight finishes, offsets cover exactly what was applied, the relay publishes it, exit 0', async () => {
-    // The defaults, as deployed: four retry topics, the relay in its own thread.
+    // The defaults, as deployed: four retry topics.
     figures.worker = await sigtermWorkerMidLoad({});
   });
 
@@ -424,7 +424,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     const accepted = new Set([...load.sent.filter((s) => s.status === 202).map((s) => s.eventId), slow.eventId]);
     expect(accepted.size).toBeGreaterThan(RATE);
     expect(await topicRecordCount(kafka, names.events)).toBe(accepted.size);
-    start('services/worker/main.ts', workerEnv({ WORKER_RELAY: 'inline' }));
+    start('services/worker/main.ts', workerEnv({}));
     await waitFor('the group caught up', () => groupCaughtUp(kafka, group, names.events), 90_000);
     await waitFor('outbox drained', () => outboxDrained(db.pool), 60_000);
     const { rows } = await db.pool.query<{ event_id: string; status: string }>('SELECT event_id, status FROM inbox_events');

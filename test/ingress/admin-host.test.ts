@@ -69,7 +69,6 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
     TOPIC_APPLIED: names.applied,
     CONSUMER_GROUP: uniqueName('theme-applier'),
     ADMIN_PORT: '0',
-    WORKER_RELAY: 'inline',
     ...extra,
   });
 

@@ -70,7 +70,6 @@ describe('dashboard and alerts name only metrics the running services export', (
       ...common,
       DATABASE_URL: db.url,
       CONSUMER_GROUP: uniqueName('theme-applier'),
-      WORKER_RELAY: 'inline',
     });
     running.push(ingress, worker);
     pages = await Promise.all([metricsOf(ingress), metricsOf(worker)]);

@@ -14,7 +14,7 @@ import type { WorkerConfig } from '#services/worker/config.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { startConsole } from '#services/console/console.ts';
 import { createWorkerMetrics } from '#services/worker/metrics.ts';
-import { startWorkerReconcile } from '#services/worker/reconcile-triggers.ts';
+import { startWorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
 import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';

@@ -3,7 +3,7 @@ import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
-import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/outbox-relay.ts';
+import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/relay/index.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 

@@ -4,7 +4,7 @@ import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import type { OutboxRelay } from '#services/worker/outbox-relay.ts';
+import type { OutboxRelay } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';

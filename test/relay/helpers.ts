@@ -1,6 +1,6 @@
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import { testBrokers, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

@@ -7,7 +7,7 @@ import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka, Transaction } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { createRelayProducer } from '#services/worker/outbox-relay.ts';
+import { createRelayProducer } from '#services/worker/relay/index.ts';
 import { readTopic, testKafka } from '../helpers/kafka.ts';
 import { uniqueName } from '../helpers/names.ts';
 

@@ -40,7 +40,7 @@ describe('worker: the retention loop', () => {
       databaseUrl: db.url,
       eventsTopic: names.events,
       appliedTopic: names.applied,
-      overrides: { relayMode: 'inline', ...(retention ? { retention } : {}) },
+      overrides: { ...(retention ? { retention } : {}) },
     });
 
   it('is on by default from the environment, and off unless configured in tests', () => {

@@ -84,7 +84,6 @@ describe('trace ids in bridge trace and the console (services as processes, trac
       TOPIC_RETRY_LEVELS: String(names.retries.length),
       CONSUMER_GROUP: group,
       ADMIN_PORT: '0',
-      WORKER_RELAY: 'inline',
       RETRY_DELAYS_MS: '200,200,200,200',
       RETRY_JITTER: '0',
       // The doomed resource fails for good (dead-lettered); the flaky one once (retried, then applied).

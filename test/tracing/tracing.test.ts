@@ -112,8 +112,6 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       TOPIC_APPLIED: names.applied,
       CONSUMER_GROUP: uniqueName('theme-applier'),
       ADMIN_PORT: '0',
-      // The default: the relay in its own thread, which starts its own SDK.
-      WORKER_RELAY: 'thread',
     });
     running.push(worker);
     const { port } = (await ingress.line('ingress listening')) as { port: number };

@@ -182,7 +182,7 @@ describe('worker: the cases the field knows', () => {
     expect(((await ready.json()) as { checks: Record<string, unknown> }).checks).toMatchObject({ outbox_relay: true, database: true });
   });
 
-  it('is not ready once its outbox relay is gone (runs last: it stops the relay thread)', async () => {
+  it('is not ready once its outbox relay is gone (runs last: it stops the relay)', async () => {
     await worker.relay.stop();
     const ready = await fetch(`http://127.0.0.1:${worker.adminPort}/readyz`);
     expect(ready.status).toBe(503);

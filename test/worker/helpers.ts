@@ -6,7 +6,7 @@ import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEven
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { uniqueName } from '../helpers/names.ts';
 import { createTestTopics } from '../helpers/kafka.ts';
-import { RELAY_BATCH_BYTES } from '#services/worker/outbox-relay.ts';
+import { RELAY_BATCH_BYTES } from '#services/worker/relay/index.ts';
 export { readTopic, type ReadRecord } from '../helpers/kafka.ts';
 
 export function workerTestConfig(input: {

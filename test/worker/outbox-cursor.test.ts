@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
-import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
+import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { countUnpublishedOutbox, readNextOutbox, recordOutboxBatch } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';

@@ -27,7 +27,6 @@ describe('a worker starting normally', () => {
       // A new group: the broker finds (and may first load) its coordinator now.
       CONSUMER_GROUP: uniqueName('theme-applier'),
       ADMIN_PORT: '0',
-      WORKER_RELAY: 'inline',
       LOG_LEVEL: 'info',
     });
     await worker.line('joined consumer group');

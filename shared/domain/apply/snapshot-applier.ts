@@ -3,20 +3,12 @@ import type { Pool, PoolClient } from 'pg';
 import { eventAction, parseEvent, resourceKey } from '#domain/contract/index.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { endSpanWithError, SpanKind, TRACING_OFF, type Span, type TraceHeaders, type Tracing } from '#plumbing/observability/tracing.ts';
-import { serializeAppliedRecord } from './applied-record.ts';
+import { chunkRows } from './chunk-rows.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { beginApplyAndLock, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
-import { formatMicros, occurredAtMicros } from '#domain/contract/occurred-at.ts';
-import {
-  eventOrdering,
-  receivedAtHeader,
-  reconcileTriggerHeader,
-  sourceHeader,
-  traceContextHeaders,
-  traceIdHeader,
-  traceIdOf,
-} from '#domain/contract/event-headers.ts';
+import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
+import { eventOrdering, traceContextHeaders } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
 
 export interface SnapshotApplierOptions {
@@ -165,93 +157,12 @@ export class SnapshotApplier {
     }
 
     const decisions = decideOutcomes(events, inbox, idempotency, states);
-    const inboxRows = decisions.filter((d) => d.writeInbox);
-    // Only the last applied version of each resource in the chunk reaches the table.
-    const lastApplied = new Map<string, Decision>();
-    for (const d of decisions) if (d.outcome === 'applied') lastApplied.set(d.event.resourceKey, d);
-    const stateRows = [...lastApplied.values()];
-    const outboxRows = decisions.filter((d) => d.outcome === 'applied');
-    const anomalyRows = decisions.filter((d) => d.outcome === 'quarantined');
-    const appliedAt = this.#clock();
-    const env = (d: Decision) => d.event.envelope;
-    const appliedAtIso = appliedAt.toISOString();
-    // The delivery's trace for the operator views: its apply span's (tracing on), else its header's.
-    const traceId = (d: Decision) => traceIdOf(traces?.get(d.event.record)?.traceparent) ?? traceIdHeader(d.event.record.headers);
-    // Each applied snapshot is serialised once: the state row and the applied record share it.
-    const dataJson = new Map<Decision, string | null>();
-    for (const d of outboxRows) dataJson.set(d, d.event.action === 'delete' ? null : JSON.stringify(env(d).data ?? {}));
-
-    const counts = await writeChunkEffects(client, {
-      inbox: inboxRows.map((d) => ({
-        event_id: env(d).event_id,
-        idempotency_key: env(d).idempotency_key,
-        duplicate_of: d.duplicateOf,
-        tenant_id: env(d).tenant_id,
-        resource_type: env(d).resource.type,
-        resource_id: env(d).resource.id,
-        resource_version: env(d).resource.version,
-        event_type: env(d).event_type,
-        status: d.outcome,
-        reason: d.reason,
-        body_sha256: d.event.bodySha256,
-        source_topic: d.event.record.topic,
-        source_partition: d.event.record.partition,
-        source_offset: d.event.record.offset,
-        occurred_at: env(d).occurred_at,
-        received_at: receivedAt(d.event.record),
-        delivery_attempt: d.event.deliveryAttempt,
-        source: sourceHeader(d.event.record.headers),
-        reconcile_trigger: reconcileTriggerHeader(d.event.record.headers),
-        trace_id: traceId(d),
-        payload: d.event.bytes,
-      })),
-      state: stateRows.map((d) => ({
-        tenant_id: env(d).tenant_id,
-        resource_type: env(d).resource.type,
-        resource_id: env(d).resource.id,
-        version: env(d).resource.version,
-        deleted: d.event.action === 'delete',
-        last_event_id: env(d).event_id,
-        source_partition: d.event.record.partition,
-        data: dataJson.get(d)!,
-        last_occurred_at: d.event.occurredAtMicros === undefined ? null : formatMicros(d.event.occurredAtMicros),
-      })),
-      outbox: outboxRows.map((d) => ({
-        event_id: env(d).event_id,
-        key: d.event.resourceKey,
-        source_topic: d.event.record.topic,
-        source_partition: d.event.record.partition,
-        source_offset: d.event.record.offset,
-        // Serialised once here; the relay publishes these exact bytes, so any republish is identical.
-        payload: serializeAppliedRecord(d.event, appliedAtIso, dataJson.get(d)!),
-        traceparent: traces?.get(d.event.record)?.traceparent,
-        tracestate: traces?.get(d.event.record)?.tracestate,
-      })),
-      anomalies: anomalyRows.map((d) => ({
-        event_id: env(d).event_id,
-        body_sha256: d.event.bodySha256,
-        payload: d.event.bytes.toString('utf8'),
-        tenant_id: env(d).tenant_id,
-        resource_type: env(d).resource.type,
-        resource_id: env(d).resource.id,
-        resource_version: env(d).resource.version,
-        source_topic: d.event.record.topic,
-        source_partition: d.event.record.partition,
-        source_offset: d.event.record.offset,
-        trace_id: traceId(d),
-      })),
-    });
-    if (counts.inbox_rows !== inboxRows.length) throw concurrentChange('inbox_events');
-    if (counts.state_rows !== stateRows.length) throw concurrentChange('resource_state');
+    const rows = chunkRows(decisions, { appliedAtIso: this.#clock().toISOString(), traces });
+    const counts = await writeChunkEffects(client, rows);
+    if (counts.inbox_rows !== rows.inbox.length) throw concurrentChange('inbox_events');
+    if (counts.state_rows !== rows.state.length) throw concurrentChange('resource_state');
     return decisions;
   }
-}
-
-function receivedAt(record: SourceRecord): string | null {
-  const header = receivedAtHeader(record.headers);
-  if (header !== undefined) return header.toISOString();
-  if (record.timestamp !== undefined && /^\d+$/.test(record.timestamp)) return new Date(Number(record.timestamp)).toISOString();
-  return null;
 }
 
 function parseRecord(record: SourceRecord): Parsed {

@@ -136,7 +136,9 @@ export async function readChunkContext(client: Queryable, keys: ChunkKeys): Prom
   return rows;
 }
 
-const INBOX_ROWS = columns({
+// The chunk statement's columns per table, exported for bench/worker/copy-ceiling.ts, which COPYs
+// the same rows into the same columns.
+export const INBOX_ROWS = columns({
   event_id: text,
   idempotency_key: text,
   duplicate_of: text,
@@ -164,7 +166,7 @@ const INBOX_ROWS = columns({
   /** The raw body. */
   payload: packedText,
 });
-const STATE_ROWS = columns({
+export const STATE_ROWS = columns({
   tenant_id: text,
   resource_type: text,
   resource_id: text,
@@ -179,7 +181,7 @@ const STATE_ROWS = columns({
   /** Ordered by occurred_at: its time at microseconds (formatMicros); null: ordered by version. */
   last_occurred_at: timestamptz,
 });
-const OUTBOX_ROWS = columns({
+export const OUTBOX_ROWS = columns({
   event_id: text,
   key: text,
   source_topic: text,
@@ -192,7 +194,7 @@ const OUTBOX_ROWS = columns({
   tracestate: text,
 });
 // Anomalies are rare: JSON rows. original_body_sha256 is read from the inbox row in SQL.
-const ANOMALY_ROWS = columns({
+export const ANOMALY_ROWS = columns({
   event_id: text,
   body_sha256: text,
   payload: text,

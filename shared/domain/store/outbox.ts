@@ -4,7 +4,7 @@ import type { Queryable } from './session.ts';
 
 // Only one relay publishes at a time (per database): with the cursor, two relays would publish the
 // same rows, and per-key order on the topic needs a single writer. The leader holds this advisory
-// lock for its session (services/worker/relay-leadership.ts).
+// lock for its session (services/worker/relay/leadership.ts).
 export const RELAY_LEADER_LOCK_KEY = 7261003412;
 
 /** Takes the leader lock for this session; false while another session holds it. */

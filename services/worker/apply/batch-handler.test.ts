@@ -4,8 +4,8 @@ import { describe, expect, it } from 'vitest';
 import type { ApplyResult, SnapshotApplier } from '#domain/apply/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { coalescedCommits, createBatchHandler } from './batch-handler.ts';
-import { createCrashPoints } from './crash-points.ts';
-import { createWorkerMetrics } from './metrics.ts';
+import { createCrashPoints } from '../crash-points.ts';
+import { createWorkerMetrics } from '../metrics.ts';
 
 describe('coalescedCommits', () => {
   it('sends one commit for the callers that arrive while another is in flight, with what they resolved by then', async () => {

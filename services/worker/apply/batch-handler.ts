@@ -2,8 +2,8 @@ import type { EachBatchPayload } from '#plumbing/kafka/types.ts';
 import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import type { FailureContext, OnFailure, OnQuarantined } from '#domain/failures/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import type { CrashPoints } from './crash-points.ts';
-import type { WorkerMetrics } from './metrics.ts';
+import type { CrashPoints } from '../crash-points.ts';
+import type { WorkerMetrics } from '../metrics.ts';
 
 export interface BatchHandlerOptions {
   applier: SnapshotApplier;

@@ -16,8 +16,8 @@ import {
 } from '#domain/reconcile/index.ts';
 import { claimDuePulls, countPullsByStatus, deletePull, updatePullAttempt, upsertPendingPull } from '#domain/store/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import type { WorkerReconcileConfig } from './config.ts';
-import type { WorkerMetrics } from './metrics.ts';
+import type { WorkerReconcileConfig } from '../config.ts';
+import type { WorkerMetrics } from '../metrics.ts';
 
 export interface WorkerReconcile {
   reconciler: Reconciler;
