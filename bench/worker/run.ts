@@ -381,7 +381,7 @@ writeBenchResult({
     partitionsConcurrency: CONCURRENCY,
     maxBytesPerPartition: MAX_BYTES_PER_PARTITION,
     nodeArgs: nodeArgs.join(' '),
-    relay: RELAY_MODE,
+    relay: 'inline',
   },
   rounds: rounds.map((r, i) => ({
     round: i + 1,
