@@ -5,10 +5,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../../infra/dist.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { HMAC_SECRET, post, signedRequest, waitFor } from '../ingress/helpers.ts';
 
 // `npm run build` makes a dist/ that runs wherever it is copied: built, moved to a directory that
@@ -23,7 +23,7 @@ describe('the release build runs where it is moved (infra/dist.ts)', () => {
   // Node from this test's own PATH entry, nothing else: dist/ brings everything it needs but Node.
   const PATH = `${path.dirname(process.execPath)}${path.delimiter}/usr/bin${path.delimiter}/bin`;
   const start = (name: 'ingress' | 'worker' | 'console', env: Record<string, string>) => {
-    const service = startServiceProcess(`services/${name}/main.ts`, { ...env, PATH }, { command: path.join(dist, 'bin', name), cwd: dist });
+    const service = spawnService(name, { ...env, PATH }, { command: path.join(dist, 'bin', name), cwd: dist });
     running.push(service);
     return service;
   };

@@ -5,9 +5,9 @@ import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
 import { readTopic, waitFor, workerTestConfig } from '../worker/helpers.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 

@@ -4,10 +4,11 @@ import pg from 'pg';
 import { memberTopics } from '#plumbing/kafka/groups.ts';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge, type BridgeRun } from './run-bridge.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';
 const RECORDS = 600;
@@ -31,7 +32,7 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
 }
 
@@ -106,7 +107,7 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
       const intruding = intruder.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: async () => {} });
       // Past the CLI consumer's heartbeat interval (3 s), so the heartbeat after the chunk goes out;
       // within the apply's lock timeout (5 s), so the held chunk applies at its first attempt.
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      await sleep(3500);
       await blocker.query('COMMIT');
       await intruding;
       await joined;

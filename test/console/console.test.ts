@@ -19,7 +19,7 @@ import {
   waitFor,
   type Harness,
 } from '../contract/harness.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
 
 // The console in a real browser (Debian's chromium, driven by playwright-core) against a running

@@ -10,8 +10,8 @@ import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
 import { send, type Answer } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor, workerTestConfig } from '../worker/helpers.ts';
 

@@ -4,15 +4,16 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { freePort } from '../helpers/ports.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { testKafka, testBrokers } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { freePort } from '../kit/ports.ts';
+import { uniqueName } from '../kit/names.ts';
+import { testKafka, testBrokers } from '../kit/kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { brokerReady } from '#plumbing/kafka/client.ts';
 import { portOpen } from '../../infra/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
+import { sleep } from '../kit/eventually.ts';
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -24,7 +25,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
     } catch (error) {
       last = error;
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }

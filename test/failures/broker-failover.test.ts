@@ -4,9 +4,9 @@ import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor, workerTestConfig } from '../worker/helpers.ts';
 import {
@@ -20,6 +20,7 @@ import {
   resourceVersions,
   stateProblems,
 } from './ledger-kit.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_acme';
 /** Each round SIGKILLs another broker (1, 2, 3, 1, ...) under load and starts it again. */
@@ -28,8 +29,6 @@ const SENDERS = 8;
 const RESOURCES = 48;
 /** A killed broker stays down past broker.session.timeout.ms (9 s): its partitions get new leaders. */
 const DOWN_MS = 12_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface ReadySample {
   at: number;

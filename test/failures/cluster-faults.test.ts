@@ -14,9 +14,9 @@ import { migrate } from '#domain/store/migrate.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { freePort } from '../helpers/ports.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { uniqueName } from '../kit/names.ts';
+import { freePort } from '../kit/ports.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { post, signedRequest, type SignedRequest } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 import {
@@ -32,6 +32,7 @@ import {
   stateProblems,
   WorkerProcess,
 } from './ledger-kit.ts';
+import { sleep } from '../kit/eventually.ts';
 
 /**
  * The bridge as deployed, several of everything: three brokers (replication 3, min.insync.replicas
@@ -57,8 +58,6 @@ const BROKER_DOWN_MS = 12_000;
 /** From the load stopping to zero lag: events and retry groups caught up, outbox published, every 2xx applied. */
 const LAG_BOUND_MS = 60_000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** An ingress process on a port of its own that it keeps across restarts (a supervisor's). */
 class IngressProcess {
   service: ServiceProcess | undefined;
@@ -82,7 +81,7 @@ class IngressProcess {
 
   async start(): Promise<void> {
     this.starts += 1;
-    const service = startServiceProcess('services/ingress/main.ts', {
+    const service = spawnService('ingress', {
       ...this.env,
       PORT: String(this.port),
       ADMIN_PORT: String(this.adminPort),

@@ -8,8 +8,8 @@ import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testKafka, topicRecordCount } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 import {
@@ -28,6 +28,7 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = Number(process.env.MATRIX_RESOURCES ?? 300);
@@ -42,8 +43,6 @@ const POSTGRES_DOWN_MS = 20_000;
 const STUCK_SESSION_MS = 60_000;
 const STEADY_MS = 3_000;
 const ACCEPTANCE_FLOOR = 0.8;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Steady signed traffic through the real ingress, a worker process, a broker and a Postgres of

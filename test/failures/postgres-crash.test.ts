@@ -7,8 +7,8 @@ import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testBrokers, testKafka, topicRecordCount } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
@@ -27,6 +27,7 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 120;
@@ -42,8 +43,6 @@ const STEADY_MS = 4_000;
  */
 const RESUME_BOUND_MS = 30_000;
 const CAUGHT_UP_BOUND_MS = 60_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Postgres failing as machines do, with fsync on, under steady signed traffic through the real

@@ -9,10 +9,11 @@ import { migrate } from '#domain/store/migrate.ts';
 import { ensureDatabase } from '../../infra/postgres.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { groupCaughtUp, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_outage';
 const OUTAGE_MS = 30_000;
@@ -83,7 +84,7 @@ describe('failures: Postgres outage under a steady stream', () => {
           }),
         });
         sent.push(...batch);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     })();
 
@@ -96,12 +97,12 @@ describe('failures: Postgres outage under a steady stream', () => {
       async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1,
       20_000,
     );
-    await new Promise((r) => setTimeout(r, OUTAGE_MS - (Date.now() - stoppedAt)));
+    await sleep(OUTAGE_MS - (Date.now() - stoppedAt));
     // The whole outage: nothing was routed anywhere.
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(1);
     for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
     await own.start();
-    await new Promise((r) => setTimeout(r, 2_000));
+    await sleep(2_000);
     streaming = false;
     await stream;
 

@@ -3,9 +3,10 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_dlq_down';
 
@@ -49,7 +50,7 @@ describe('failures: producing to the DLQ fails', () => {
     // The three share one chunk transaction, so both valid events are applied; the offsets are
     // resolved in order, so nothing from the poison record on may be committed.
     await waitFor('valid events applied', async () => (await stateOf(db.pool, T, 'blocked'))?.version === 2);
-    await new Promise((r) => setTimeout(r, 4_000));
+    await sleep(4_000);
     const admin0 = kafka.admin();
     await admin0.connect();
     const [committed] = await admin0.fetchOffsets({ groupId, topics: [names.events] });

@@ -9,11 +9,10 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createFailureProducer, RetryRouter } from '#services/worker/failures/retry-router.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { sleep } from '../kit/eventually.ts';
 
 /**
  * Regression: the failure producer (shared by the main and the retry consumers) was kept after a

@@ -8,13 +8,13 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { groupCaughtUp, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_spin';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Regression: during a Postgres outage a retry consumer span in a tight fetch loop. Its topic was

@@ -6,8 +6,8 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
 import { topicSize } from './helpers.ts';
 

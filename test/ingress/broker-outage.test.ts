@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, readTopic, readyz, signedRequest, startTestIngress, waitFor } from './helpers.ts';
 
 // A broker of the test's own (never the shared one) is stopped and started under a live ingress.

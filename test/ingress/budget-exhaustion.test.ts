@@ -2,8 +2,9 @@ import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // An anonymous client must not be able to starve the ingress of its in-flight body budget or its
 // sockets: nothing it declares is reserved before the bytes arrive, one address holds at most its
@@ -52,7 +53,6 @@ async function metric(ingress: IngressHandle, pattern: RegExp): Promise<number |
 }
 
 const portOf = (ingress: IngressHandle) => Number(new URL(ingress.url).port);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('the in-flight body budget against clients that never send their bodies', () => {
   let kafka: Kafka;

@@ -5,7 +5,8 @@ import { signWebhook } from '#domain/signing/index.ts';
 import type { SignatureScheme } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressConfig, type IngressHandle } from '#services/ingress/ingress.ts';
-export { readTopic, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
+import { sleep } from '../kit/eventually.ts';
+export { readTopic, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
@@ -138,7 +139,7 @@ export async function waitFor(condition: () => Promise<boolean> | boolean, timeo
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await condition()) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }

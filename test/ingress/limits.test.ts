@@ -3,7 +3,7 @@ import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 

@@ -7,9 +7,10 @@ import { parseEnv } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
 import { bundlePath } from '../../infra/build.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev.env'), 'utf8'));
 
@@ -73,7 +74,7 @@ describe('ingress shutdown and start-up', () => {
         .stdout.split('\n')
         .find((l) => l.includes('"ingress listening"'));
       if (line) port = (JSON.parse(line) as { port: number }).port;
-      else await new Promise((r) => setTimeout(r, 50));
+      else await sleep(50);
     }
     expect(port, run.output().stderr).toBeDefined();
     const answer = await post(`http://127.0.0.1:${port}`, signedRequest({ source: 'demo', secret: devEnv.DEMO_SECRET! }));

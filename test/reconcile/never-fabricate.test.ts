@@ -18,7 +18,7 @@ import { startWorkerReconcile } from '#services/worker/reconcile-triggers.ts';
 import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { workerTestConfig } from '../worker/helpers.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
 

@@ -6,8 +6,9 @@ import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
 import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 // The ingress lets source "prov" publish for this tenant too, but its reconcile settings do not cover it.
@@ -114,7 +115,7 @@ describe('push, then pull', () => {
     await post('prov', unseen);
     await waitFor('v3 applied', async () => (await h.state(OTHER_TENANT, id))?.version === 3, 30_000);
     // A pull would be queued right after the commit; give it time to show up if it were.
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     expect(api.requests.filter((r) => r.path.includes(id))).toEqual([]);
     expect((await h.state(OTHER_TENANT, id))?.version).toBe(3);
   });
@@ -156,7 +157,7 @@ describe('push, then pull', () => {
     // The API recovers. The pulls that failed are owed (reconcile_pulls) and come back on the retry
     // schedule: while any of them still failed, its retry could reopen the breaker after the cooldown.
     for (const id of [slow, ...bad]) api.replies.set(`/flaky/${id}`, { status: 200, body: { version: 3, data: data('recovered') } });
-    await new Promise((resolve) => setTimeout(resolve, 1600));
+    await sleep(1600);
     const healed = freshId('ok');
     api.replies.set(`/flaky/${healed}`, { status: 200, body: { version: 9, data: data('healed') } });
     await post('flaky', event(healed, 2, 'updated'));

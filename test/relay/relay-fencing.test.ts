@@ -8,9 +8,10 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const SEND_TIMEOUT_MS = 2_000;
 // Past the send timeout and past kafkajs's request timeout (10 s), so requests are retried and
@@ -110,7 +111,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       const until = Date.now() + ms;
       while (Date.now() < until) {
         await applyRound();
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     };
 
@@ -128,10 +129,10 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
       if (rows[0]!.n === 0) break;
       if (Date.now() > deadline) throw new Error(`${rows[0]!.n} applied records still unpublished 90 s after the broker came back`);
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
     }
     // Let any send still retrying inside kafkajs land before reading.
-    await new Promise((r) => setTimeout(r, 5_000));
+    await sleep(5_000);
 
     const records = await readTopic(kafka, applied);
     const byKey = new Map<string, string[]>();

@@ -8,9 +8,10 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
 // the send timeout and kafkajs's request timeout: the pass in flight waits for the broker and lands.
@@ -92,7 +93,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     const [key] = await apply(1, uniqueName('lead'));
     for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
       if (Date.now() > deadline) throw new Error(`the relay never published ${key}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
     expect(relay.running).toBe(true);
   }
@@ -107,7 +108,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
       const prefix = uniqueName('thm');
       const keys = await apply(EVENTS, prefix);
       expect(await countUnpublishedOutbox(db.pool)).toBe(EVENTS);
-      const resumed = new Promise((r) => setTimeout(r, PAUSE_MS)).then(() => cluster.resumeNode(1));
+      const resumed = sleep(PAUSE_MS).then(() => cluster.resumeNode(1));
       const started = performance.now();
       await relay.stop();
       stopMs = performance.now() - started;
@@ -141,7 +142,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     }
     for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
       if (Date.now() > deadline) throw new Error('the leader did not publish the rows the follower left');
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   });
 });

@@ -10,10 +10,10 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
 
 // "Log lines carry trace_id; `bridge trace` and the console show it": every event's W3C trace id,
@@ -66,7 +66,7 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     db = await createTestDatabase();
     // Tracing on (an OTLP endpoint is set); nothing listens there, the exporter's failures are its own.
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
-    ingress = startServiceProcess('services/ingress/main.ts', {
+    ingress = spawnService('ingress', {
       ...devEnv,
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
@@ -75,7 +75,7 @@ describe('trace ids in bridge trace and the console (services as processes, trac
       ADMIN_PORT: '0',
       HOST: '127.0.0.1',
     });
-    worker = startServiceProcess('services/worker/main.ts', {
+    worker = spawnService('worker', {
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,

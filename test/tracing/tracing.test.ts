@@ -9,11 +9,11 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { waitFor } from '../worker/helpers.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 
 // One trace from the POST to the applied record, with the services run as processes (as deployed)
 // and the spans collected by a real OTLP/HTTP receiver (the exporter's JSON encoding).
@@ -93,7 +93,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
     };
-    const ingress = startServiceProcess('services/ingress/main.ts', {
+    const ingress = spawnService('ingress', {
       ...devEnv,
       ...otel,
       OTEL_SERVICE_NAME: 'bridge-ingress-test',
@@ -104,7 +104,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       HOST: '127.0.0.1',
     });
     running.push(ingress);
-    const worker = startServiceProcess('services/worker/main.ts', {
+    const worker = spawnService('worker', {
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,

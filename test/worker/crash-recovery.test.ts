@@ -5,9 +5,9 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { CrashPoint } from '#services/worker/crash-points.ts';
 import { COUNT_UNPUBLISHED_OUTBOX } from '#domain/store/outbox.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor } from './helpers.ts';
 import { bundlePath } from '../../infra/build.ts';
 

@@ -5,8 +5,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { resourceKey, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
 
 // Seed 002's fallback ordering: a source that orders a resource type by occurred_at. Shuffled,

@@ -3,8 +3,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
 
 const T = 'tenant_shard';

@@ -1,13 +1,19 @@
+// A service run as its own process, as deployed: its bundle (test/global-setup.ts builds them) under
+// the production Node flags and environment that `npm start` uses (serviceSpecs), so the tests see
+// the heap bounds and compiler threads that production has.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { repoRoot } from '../../infra/paths.ts';
-import { bundlePath } from '../../infra/build.ts';
+import { sleep } from './eventually.ts';
+import { bundlePath, repoRoot, serviceSpecs, type ServiceKind } from './infra.ts';
 
-/** A service (services/<name>/main.ts) run as its own process, as npm start runs it. */
 export interface ServiceProcess {
   child: ChildProcess;
+  /** Exit code and signal, once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Its stdout so far (JSON log lines). */
   stdout: () => string;
+  /** Its stderr so far. */
+  stderr: () => string;
   /** stdout and stderr so far. */
   output: () => string;
   /**
@@ -29,22 +35,30 @@ export interface ServiceCommand {
   cwd: string;
 }
 
-export function startServiceProcess(main: string, env: Record<string, string>, from?: ServiceCommand): ServiceProcess {
-  // From its bundle, as npm start runs it (test/global-setup.ts builds the bundles).
-  const [command, args] = from === undefined ? [process.execPath, [bundlePath(main)]] : [from.command, []];
+/**
+ * Starts `kind` with exactly `env` (plus PATH; pass `...process.env` to inherit) over the spec's
+ * own environment. `from` runs a release build's launcher instead, which sets its own flags.
+ */
+export function spawnService(kind: ServiceKind, env: Record<string, string | undefined>, from?: ServiceCommand): ServiceProcess {
+  const spec = serviceSpecs[kind];
+  const [command, args] = from === undefined ? [process.execPath, [...spec.nodeArgs, bundlePath(spec.main)]] : [from.command, []];
   const child = spawn(command, args, {
     cwd: from?.cwd ?? repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', ...spec.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
+  let stderr = '';
   let all = '';
   child.stdout!.on('data', (c: Buffer) => {
     stdout += c.toString();
     all += c.toString();
   });
-  child.stderr!.on('data', (c: Buffer) => (all += c.toString()));
-  const exited = once(child, 'exit');
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr += c.toString();
+    all += c.toString();
+  });
+  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
   const line = async (message: string, where?: (fields: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> => {
     const deadline = Date.now() + 60_000;
     for (;;) {
@@ -54,18 +68,21 @@ export function startServiceProcess(main: string, env: Record<string, string>, f
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((fields) => where === undefined || where(fields));
       if (found) return found;
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${main}: no "${message}" line:\n${all}`);
-      await new Promise((r) => setTimeout(r, 50));
+      // Not eventually(): an exited process fails at once rather than after the timeout.
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${kind}: no "${message}" line:\n${all}`);
+      await sleep(50);
     }
   };
   return {
     child,
+    exited,
     stdout: () => stdout,
+    stderr: () => stderr,
     output: () => all,
     line,
     adminPort: async () => (await line('admin server listening')).port as number,
     stop: async () => {
-      if (child.exitCode === null) {
+      if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
         await exited;
       }
