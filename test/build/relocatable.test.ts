@@ -9,7 +9,8 @@ import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { HMAC_SECRET, post, signedRequest, waitFor } from '../ingress/helpers.ts';
+import { HMAC_SECRET, post, signedRequest } from '../ingress/helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // `npm run build` makes a dist/ that runs wherever it is copied: built, moved to a directory that
 // has nothing to do with the repository, and started from there (the CLI migrates an empty
@@ -87,17 +88,19 @@ describe('the release build runs where it is moved (infra/dist.ts)', () => {
     const publicPort = (await ingress.line('ingress listening')).port as number;
     const [ingressAdmin, workerAdmin] = await Promise.all([ingress.adminPort(), worker.adminPort()]);
     const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
-    await waitFor(async () => (await ready(ingressAdmin)) && (await ready(workerAdmin)), 90_000, 'the ingress and the worker ready');
+    await eventually(async () => (await ready(ingressAdmin)) && (await ready(workerAdmin)), {
+      timeoutMs: 90_000,
+      message: 'the ingress and the worker ready',
+    });
 
     const signed = signedRequest({ source: 'acme', secret: HMAC_SECRET });
     expect((await post(`http://127.0.0.1:${publicPort}`, signed)).status).toBe(202);
-    await waitFor(
+    await eventually(
       async () => {
         const { rows } = await db.pool.query<{ status: string }>('SELECT status FROM inbox_events WHERE event_id = $1', [signed.eventId]);
         return rows[0]?.status === 'applied';
       },
-      60_000,
-      'the event applied',
+      { timeoutMs: 60_000, message: 'the event applied' },
     );
 
     // The console serves its pages and the assets it reads beside its bundle and from node_modules.

@@ -8,7 +8,7 @@ import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge, type BridgeRun } from './run-bridge.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';
 const RECORDS = 600;
@@ -26,14 +26,6 @@ function ingressRecord(event: EventEnvelope) {
       'event-type': event.event_type,
     },
   };
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 /** The reprocess command's throwaway group reading `topic` (other files may run their own at once). */
@@ -86,12 +78,15 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
     let groupId: string | undefined;
     try {
       const running: Promise<BridgeRun> = runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env, 120_000);
-      await until('the reprocess blocked on the held chunk', async () => {
-        const { rows } = await db.pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
-        );
-        return rows[0]!.n > 0;
-      });
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+          );
+          return rows[0]!.n > 0;
+        },
+        { message: 'the reprocess blocked on the held chunk' },
+      );
       const applied = (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events')).rows[0]!.n;
       expect(applied).toBeGreaterThan(0);
       groupId = await reprocessGroupOf(admin, events);

@@ -11,7 +11,7 @@ import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -28,7 +28,7 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = Number(process.env.MATRIX_RESOURCES ?? 300);
@@ -177,12 +177,11 @@ describe('failures: fault matrix under steady traffic', () => {
     /** Ingress accepting again, and every event accepted so far applied and published. */
     async function recover(name: string): Promise<void> {
       const started = Date.now();
-      await waitFor(`${name}: ingress ready`, async () => ingress.ready(), 90_000);
-      await waitFor(
-        `${name}: a request accepted again`,
-        async () => log.answers.some((a) => a.sentAt >= started && a.status === 202),
-        60_000,
-      );
+      await eventually(async () => ingress.ready(), { timeoutMs: 90_000, message: `${name}: ingress ready` });
+      await eventually(async () => log.answers.some((a) => a.sentAt >= started && a.status === 202), {
+        timeoutMs: 60_000,
+        message: `${name}: a request accepted again`,
+      });
       const ids = [...accepted.keys()];
       let left: string[] = ids;
       let age = 0;
@@ -223,7 +222,7 @@ describe('failures: fault matrix under steady traffic', () => {
 
     try {
       await recover('warm-up');
-      await waitFor('traffic flowing', async () => accepted.size >= 200, 60_000);
+      await eventually(async () => accepted.size >= 200, { timeoutMs: 60_000, message: 'traffic flowing' });
       await sleep(STEADY_MS);
 
       await fault(`broker SIGSTOP ${BROKER_PAUSE_MS / 1000} s`, async () => {
@@ -315,8 +314,7 @@ describe('failures: fault matrix under steady traffic', () => {
 
     // Everything settles: both groups caught up, nothing received or retrying, outbox published.
     const ids = [...accepted.keys()];
-    await waitFor(
-      'everything settled',
+    await eventually(
       async () => {
         if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
         for (const [i, topic] of names.retries.entries()) {
@@ -327,7 +325,7 @@ describe('failures: fault matrix under steady traffic', () => {
         );
         return rows[0]!.n === 0 && (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
       },
-      120_000,
+      { timeoutMs: 120_000, message: 'everything settled' },
     ).catch(async (error: Error) => {
       throw new Error(
         `${error.message}: ${(await unsettled(ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,

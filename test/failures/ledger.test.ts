@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress, type SignedRequest } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -20,7 +20,7 @@ import {
   stateProblems,
   WorkerProcess,
 } from './ledger-kit.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 20;
@@ -234,14 +234,14 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
         await cluster.stopNode(1);
         await sleep(500);
         await cluster.startNode(1);
-        await waitFor('ingress ready again', async () => ingress.ready(), 60_000);
+        await eventually(async () => ingress.ready(), { timeoutMs: 60_000, message: 'ingress ready again' });
         log.close(window);
         // And once more, while the worker is catching up after the broker came back.
         await sleep(Math.random() * 1_500);
         await worker.kill();
       }
       await loading;
-      await waitFor('everything settled', settled, 120_000);
+      await eventually(settled, { timeoutMs: 120_000, message: 'everything settled' });
       console.error(`[ledger] ${await checkLedger(run, runStart)}`);
     }, 200_000);
   }

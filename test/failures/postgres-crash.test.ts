@@ -10,7 +10,7 @@ import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
 import {
   AnswerLog,
@@ -27,7 +27,7 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 120;
@@ -191,13 +191,12 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     clearInterval(clock);
     await Promise.allSettled([...pending]);
     const ids = [...accepted.keys()];
-    await waitFor(
-      'everything settled',
+    await eventually(
       async () => {
         if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
         return (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
       },
-      60_000,
+      { timeoutMs: 60_000, message: 'everything settled' },
     );
     const problems: string[] = [];
     const rows = await inboxRows(pool, TENANT, ids);
@@ -250,11 +249,10 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
 
   /** inject resolves to when the fault was lifted, if that was before it returned (a restart). */
   async function underFault(name: string, inject: () => Promise<number | void>): Promise<void> {
-    await waitFor(
-      'traffic accepted and applied',
-      async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50,
-      60_000,
-    );
+    await eventually(async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50, {
+      timeoutMs: 60_000,
+      message: 'traffic accepted and applied',
+    });
     await sleep(STEADY_MS);
     const before = await workerView();
     const window = log.open(name);

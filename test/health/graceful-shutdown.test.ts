@@ -11,9 +11,9 @@ import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../k
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { send, signedRequest } from '../ingress/helpers.ts';
-import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 // Health the way Kubernetes reads it, on the services run as processes (as deployed): liveness
 // never depends on the broker or the database; on SIGTERM readiness turns 503 at once, the
@@ -177,7 +177,7 @@ async function startSlowRequest(port: number) {
   ].join('\r\n');
   const half = Math.floor(request.body.length / 2);
   socket.write(head);
-  await waitFor('100 Continue: the ingress holds the request', async () => answer.startsWith(CONTINUE), 30_000);
+  await eventually(async () => answer.startsWith(CONTINUE), { timeoutMs: 30_000, message: '100 Continue: the ingress holds the request' });
   socket.write(request.body.subarray(0, half));
   return {
     eventId: request.eventId,
@@ -266,8 +266,14 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
   async function sigtermWorkerMidLoad(env: Record<string, string>) {
     const worker = start('worker', workerEnv(env));
     const admin = await worker.adminPort();
-    await waitFor('the worker ready', async () => (await fetch(`http://127.0.0.1:${admin}/readyz`)).status === 200, 60_000);
-    await waitFor('events being applied', async () => worker.stdout().split('"msg":"event processed"').length > 200, 60_000);
+    await eventually(async () => (await fetch(`http://127.0.0.1:${admin}/readyz`)).status === 200, {
+      timeoutMs: 60_000,
+      message: 'the worker ready',
+    });
+    await eventually(async () => worker.stdout().split('"msg":"event processed"').length > 200, {
+      timeoutMs: 60_000,
+      message: 'events being applied',
+    });
     const readiness = poll(`http://127.0.0.1:${admin}/readyz`);
     const liveness = poll(`http://127.0.0.1:${admin}/livez`);
     const listener = watchListener(admin);
@@ -348,11 +354,10 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
       HOST: '127.0.0.1',
     });
     const port = (await ingress.line('ingress listening')).port as number;
-    await waitFor(
-      'the ingress ready',
-      async () => (await fetch(`http://127.0.0.1:${await ingress.adminPort()}/readyz`)).status === 200,
-      30_000,
-    );
+    await eventually(async () => (await fetch(`http://127.0.0.1:${await ingress.adminPort()}/readyz`)).status === 200, {
+      timeoutMs: 30_000,
+      message: 'the ingress ready',
+    });
     load = startLoad(port);
     // Regression: without retry consumers to close, the relay was stopped right after the last
     // apply committed, and its stop ends after the pass in progress: 23 to 630 applied records
@@ -426,8 +431,8 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     expect(accepted.size).toBeGreaterThan(RATE);
     expect(await topicRecordCount(kafka, names.events)).toBe(accepted.size);
     start('worker', workerEnv({ WORKER_RELAY: 'inline' }));
-    await waitFor('the group caught up', () => groupCaughtUp(kafka, group, names.events), 90_000);
-    await waitFor('outbox drained', () => outboxDrained(db.pool), 60_000);
+    await eventually(() => groupCaughtUp(kafka, group, names.events), { timeoutMs: 90_000, message: 'the group caught up' });
+    await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained' });
     const { rows } = await db.pool.query<{ event_id: string; status: string }>('SELECT event_id, status FROM inbox_events');
     expect(rows.every((r) => r.status === 'applied')).toBe(true);
     expect(new Set(rows.map((r) => r.event_id))).toEqual(accepted);

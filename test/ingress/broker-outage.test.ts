@@ -4,7 +4,8 @@ import { LocalKafka } from '../../infra/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, readTopic, readyz, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import { post, readTopic, readyz, signedRequest, startTestIngress } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // A broker of the test's own (never the shared one) is stopped and started under a live ingress.
 describe('ingress during a broker outage', () => {
@@ -53,7 +54,7 @@ describe('ingress during a broker outage', () => {
     // Whatever the producer was doing when the broker went away: never a 2xx from here on.
     const during = await sendSome(10);
     expect(during).toEqual(Array(10).fill(503));
-    await waitFor(async () => (await readyz(ingress)) === 503, 10_000, 'readiness to turn false');
+    await eventually(async () => (await readyz(ingress)) === 503, { timeoutMs: 10_000, message: 'readiness to turn false' });
 
     // Once the outage is known, refusals are fast instead of waiting for the ack timeout.
     const started = performance.now();
@@ -61,8 +62,8 @@ describe('ingress during a broker outage', () => {
     expect((performance.now() - started) / 20).toBeLessThan(100);
 
     await cluster.startNode(1);
-    await waitFor(async () => (await readyz(ingress)) === 200, 60_000, 'readiness to turn true');
-    await waitFor(async () => (await sendSome(1))[0] === 202, 30_000, 'a 202 after the restart');
+    await eventually(async () => (await readyz(ingress)) === 200, { timeoutMs: 60_000, message: 'readiness to turn true' });
+    await eventually(async () => (await sendSome(1))[0] === 202, { timeoutMs: 30_000, message: 'a 202 after the restart' });
     expect(await sendSome(10)).toEqual(Array(10).fill(202));
 
     // Every 2xx is on the topic; anything else on it was answered 503 (the provider retries it).

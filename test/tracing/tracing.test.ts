@@ -12,8 +12,9 @@ import { repoRoot } from '../../infra/paths.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { waitFor } from '../worker/helpers.ts';
+import {} from '../worker/helpers.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // One trace from the POST to the applied record, with the services run as processes (as deployed)
 // and the spans collected by a real OTLP/HTTP receiver (the exporter's JSON encoding).
@@ -135,11 +136,10 @@ describe('tracing: one trace from the POST to the applied record (services as pr
     await answer.text();
 
     const key = `tenant_acme/theme/${event.resource.id}`;
-    const applied = await waitFor(
-      'the applied record',
-      async () => (await readTopic(kafka, names.applied)).find((r) => r.key === key),
-      60_000,
-    );
+    const applied = await eventually(async () => (await readTopic(kafka, names.applied)).find((r) => r.key === key), {
+      timeoutMs: 60_000,
+      message: 'the applied record',
+    });
     const [, appliedTrace, appliedParent] = applied.headers.traceparent!.split('-');
     expect(appliedTrace).toBe(providerTrace);
     // The W3C tracestate of the provider travels with the trace.
@@ -147,13 +147,12 @@ describe('tracing: one trace from the POST to the applied record (services as pr
 
     const inTrace = () => receiver.spans.filter((s) => s.traceId === providerTrace);
     const named = (service: string, name: string) => inTrace().find((s) => s.service === service && s.name === name);
-    await waitFor(
-      'the ingress, apply and relay spans',
+    await eventually(
       async () =>
         named('bridge-ingress-test', 'POST /webhooks/:source') &&
         named('worker', `process ${names.events}`) &&
         named('worker', `send ${names.applied}`),
-      30_000,
+      { timeoutMs: 30_000, message: 'the ingress, apply and relay spans' },
     );
     expect(receiver.paths.every((p) => p.startsWith('POST /v1/traces application/json'))).toBe(true);
 

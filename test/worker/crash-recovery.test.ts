@@ -8,8 +8,9 @@ import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor } from './helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent } from './helpers.ts';
 import { bundlePath } from '../../infra/build.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const children = new Set<ChildProcess>();
@@ -130,8 +131,8 @@ describe('worker: kill -9 between durable steps, then restart', () => {
 
       const restarted = spawnWorker(env);
       try {
-        await waitFor('caught up after restart', () => groupCaughtUp(kafka, groupId, names.events), 90_000);
-        await waitFor('outbox drained after restart', () => outboxDrained(db.pool), 60_000);
+        await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 90_000, message: 'caught up after restart' });
+        await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained after restart' });
       } catch (error) {
         throw new Error(`${(error as Error).message}\n${restarted.output()}`);
       }

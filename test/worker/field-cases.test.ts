@@ -14,9 +14,9 @@ import {
   readTopic,
   stateOf,
   themeEvent,
-  waitFor,
   workerTestConfig,
 } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_field';
 
@@ -77,8 +77,8 @@ describe('worker: the cases the field knows', () => {
       { key: `${T}/theme/broken`, value: '{"event_id":"x","event_version":1}' },
     ];
     await produce(kafka, names.events, events);
-    await waitFor('worker caught up', () => groupCaughtUp(kafka, groupId, names.events));
-    await waitFor('outbox drained', () => outboxDrained(db.pool));
+    await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'worker caught up' });
+    await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
   });
 
   afterAll(async () => {

@@ -69,21 +69,6 @@ export async function produce(kafka: Kafka, topic: string, events: RawEvent[]): 
   }
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
 /** True when the group's committed offsets reach the topic's high watermarks on every partition. */
 export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string): Promise<boolean> {
   const admin = kafka.admin();
