@@ -24,7 +24,7 @@ describe('the release build runs where it is moved (infra/dist.ts)', () => {
   // Node from this test's own PATH entry, nothing else: dist/ brings everything it needs but Node.
   const PATH = `${path.dirname(process.execPath)}${path.delimiter}/usr/bin${path.delimiter}/bin`;
   const start = (name: 'ingress' | 'worker' | 'console', env: Record<string, string>) => {
-    const service = spawnService(name, { ...env, PATH }, { command: path.join(dist, 'bin', name), cwd: dist });
+    const service = spawnService(name, { ...env, PATH }, { from: { command: path.join(dist, 'bin', name), cwd: dist } });
     running.push(service);
     return service;
   };

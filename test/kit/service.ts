@@ -35,28 +35,43 @@ export interface ServiceCommand {
   cwd: string;
 }
 
+export interface SpawnOptions {
+  /** Run a release build's launcher instead of the bundle (it sets its own flags). */
+  from?: ServiceCommand;
+  /** Keep only the last this many characters of each output (long runs that restart often). */
+  keepChars?: number;
+}
+
 /**
  * Starts `kind` with exactly `env` (plus PATH; pass `...process.env` to inherit) over the spec's
- * own environment. `from` runs a release build's launcher instead, which sets its own flags.
+ * own environment (a launcher brings its own).
  */
-export function spawnService(kind: ServiceKind, env: Record<string, string | undefined>, from?: ServiceCommand): ServiceProcess {
+export function spawnService(
+  kind: ServiceKind,
+  env: Record<string, string | undefined>,
+  { from, keepChars = Infinity }: SpawnOptions = {},
+): ServiceProcess {
   const spec = serviceSpecs[kind];
   const [command, args] = from === undefined ? [process.execPath, [...spec.nodeArgs, bundlePath(spec.main)]] : [from.command, []];
   const child = spawn(command, args, {
     cwd: from?.cwd ?? repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...spec.env, ...env },
+    env: { PATH: process.env.PATH ?? '', ...(from === undefined ? spec.env : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
   let all = '';
+  const keep = (text: string, more: Buffer) => {
+    const joined = text + more.toString();
+    return joined.length > keepChars ? joined.slice(-keepChars) : joined;
+  };
   child.stdout!.on('data', (c: Buffer) => {
-    stdout += c.toString();
-    all += c.toString();
+    stdout = keep(stdout, c);
+    all = keep(all, c);
   });
   child.stderr!.on('data', (c: Buffer) => {
-    stderr += c.toString();
-    all += c.toString();
+    stderr = keep(stderr, c);
+    all = keep(all, c);
   });
   const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
   const line = async (message: string, where?: (fields: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> => {
