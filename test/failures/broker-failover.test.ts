@@ -21,6 +21,7 @@ import {
   stateProblems,
 } from './ledger-kit.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const T = 'tenant_acme';
 /** Each round SIGKILLs another broker (1, 2, 3, 1, ...) under load and starts it again. */
@@ -37,13 +38,15 @@ interface ReadySample {
   liveBrokers: number;
 }
 
+const basePort = Number(process.env.FAILOVER_BASE_PORT ?? (await freePortRange(6)));
+
 /**
  * The real ingress (replication 3, min.insync.replicas 2) and a real worker whose relay publishes,
  * against three brokers of which one at a time is SIGKILLed under load. The loss this guards
  * against (kafkajs#1303, README) showed in 2 of 6 single runs, hence several rounds.
  */
 describe('failures: one broker of three killed under load, round after round', () => {
-  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort: Number(process.env.FAILOVER_BASE_PORT ?? 28092) });
+  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort });
   let kafka: Kafka;
   let db: TestDatabase;
   let worker: WorkerHandle;

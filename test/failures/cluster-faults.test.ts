@@ -15,7 +15,7 @@ import { OwnPostgres } from './own-postgres.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { uniqueName } from '../kit/names.ts';
-import { freePort } from '../kit/ports.ts';
+import { freePort, freePortRange } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { post, signedRequest, type SignedRequest } from '../ingress/helpers.ts';
 import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
@@ -135,11 +135,13 @@ interface Attempt {
   error?: string;
 }
 
+const basePort = Number(process.env.CLUSTER_FAULTS_BASE_PORT ?? (await freePortRange(6)));
+
 describe('distributed: three brokers, two ingresses, three workers, machines that die', () => {
   const cluster = new LocalKafka({
     name: `cluster-faults-${process.pid}`,
     nodes: 3,
-    basePort: Number(process.env.CLUSTER_FAULTS_BASE_PORT ?? 19292),
+    basePort,
   });
   let kafka: Kafka;
   let admin: Admin;

@@ -29,6 +29,7 @@ import {
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort, freePortRange } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = Number(process.env.MATRIX_RESOURCES ?? 300);
@@ -44,13 +45,16 @@ const STUCK_SESSION_MS = 60_000;
 const STEADY_MS = 3_000;
 const ACCEPTANCE_FLOOR = 0.8;
 
+const pgPort = Number(process.env.MATRIX_PG_PORT ?? (await freePort()));
+const basePort = Number(process.env.MATRIX_BASE_PORT ?? (await freePortRange(2)));
+
 /**
  * Steady signed traffic through the real ingress, a worker process, a broker and a Postgres of
  * the test's own, and one fault after the other with recovery in between; then the ledger.
  */
 describe('failures: fault matrix under steady traffic', () => {
-  const own = new OwnPostgres(Number(process.env.MATRIX_PG_PORT ?? 5544));
-  const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort: Number(process.env.MATRIX_BASE_PORT ?? 28292) });
+  const own = new OwnPostgres(pgPort);
+  const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort });
   let pool: pg.Pool;
   let databaseUrl: string;
   let kafka: Kafka;

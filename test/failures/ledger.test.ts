@@ -21,6 +21,7 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 20;
@@ -38,8 +39,10 @@ interface Sent {
   version: number;
 }
 
+const basePort = Number(process.env.LEDGER_BASE_PORT ?? (await freePortRange(2)));
+
 describe('failures: ledger under broker restarts and worker kill -9', () => {
-  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort: Number(process.env.LEDGER_BASE_PORT ?? 28192) });
+  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort });
   let kafka: Kafka;
   let names: TopicNames;
   let db: TestDatabase;

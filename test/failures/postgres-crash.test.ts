@@ -28,6 +28,7 @@ import {
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 120;
@@ -70,7 +71,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
   let cold = 0;
 
   beforeAll(async () => {
-    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? 5551), { fsync: true });
+    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? (await freePort())), { fsync: true });
     await own.init();
     await own.start();
     const url = await ensureDatabase(own.adminUrl, 'bridge');

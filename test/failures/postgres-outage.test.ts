@@ -14,13 +14,16 @@ import { groupCaughtUp, raw, themeEvent, workerTestConfig } from '../worker/help
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const T = 'tenant_outage';
 const OUTAGE_MS = 30_000;
 const RESOURCES = 25;
 
+const pgPort = Number(process.env.OUTAGE_PG_PORT ?? (await freePort()));
+
 describe('failures: Postgres outage under a steady stream', () => {
-  const own = new OwnPostgres(Number(process.env.OUTAGE_PG_PORT ?? 5543));
+  const own = new OwnPostgres(pgPort);
   let pool: pg.Pool;
   let kafka: Kafka;
   let producer: Producer;

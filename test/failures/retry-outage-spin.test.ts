@@ -13,8 +13,11 @@ import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig } from '../wo
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const T = 'tenant_spin';
+
+const pgPort = Number(process.env.SPIN_PG_PORT ?? (await freePort()));
 
 /**
  * Regression: during a Postgres outage a retry consumer span in a tight fetch loop. Its topic was
@@ -23,7 +26,7 @@ const T = 'tenant_spin';
  * the same record again at once, over and over, until the database came back.
  */
 describe('failures: a retry consumer during a Postgres outage', () => {
-  const own = new OwnPostgres(Number(process.env.SPIN_PG_PORT ?? 5545));
+  const own = new OwnPostgres(pgPort);
   let pool: pg.Pool;
   let kafka: Kafka;
   let worker: WorkerHandle;

@@ -5,10 +5,13 @@ import { LocalKafka, threeNodeDefaults } from '../../infra/kafka/local-kafka.ts'
 import { testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
+
+const basePort = await freePortRange(6);
 
 // The three-broker variant (replication 3, min.insync.replicas 2) the failover tests build on.
 describe('three-broker local cluster', () => {
-  const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort: 19192 });
+  const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort });
   let kafka: Kafka;
 
   beforeAll(async () => {

@@ -6,10 +6,13 @@ import { createTestTopics, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, readTopic, readyz, signedRequest, startTestIngress } from './helpers.ts';
 import { eventually } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
+
+const basePort = await freePortRange(2);
 
 // A broker of the test's own (never the shared one) is stopped and started under a live ingress.
 describe('ingress during a broker outage', () => {
-  const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort: 29292 });
+  const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort });
   let kafka: Kafka;
   let topic: string;
   let ingress: IngressHandle;

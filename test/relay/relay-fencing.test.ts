@@ -12,12 +12,15 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const SEND_TIMEOUT_MS = 2_000;
 // Past the send timeout and past kafkajs's request timeout (10 s), so requests are retried and
 // the other relay takes over while the first relay's send is still buffered at the frozen broker.
 const PAUSE_MS = 16_000;
 const KEYS = 6;
+
+const basePort = Number(process.env.RELAY_FENCE_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Regression: an older version must never become the last applied record of a key. With two
@@ -29,7 +32,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
   const cluster = new LocalKafka({
     name: `relay-fence-${process.pid}`,
     nodes: 1,
-    basePort: Number(process.env.RELAY_FENCE_BASE_PORT ?? 27192),
+    basePort,
   });
   let kafka: Kafka;
   let db: TestDatabase;

@@ -12,11 +12,14 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 // Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
 // the send timeout and kafkajs's request timeout: the pass in flight waits for the broker and lands.
 const PAUSE_MS = 3_500;
 const EVENTS = 300;
+
+const basePort = Number(process.env.STOP_DRAIN_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Regression: a worker stopping under load left 273 applied records unpublished (CI, with the whole
@@ -28,7 +31,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
   const cluster = new LocalKafka({
     name: `stop-drain-${process.pid}`,
     nodes: 1,
-    basePort: Number(process.env.STOP_DRAIN_BASE_PORT ?? 27392),
+    basePort,
   });
   let kafka: Kafka;
   let db: TestDatabase;
