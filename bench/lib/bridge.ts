@@ -18,6 +18,7 @@ import { migrate } from '#domain/store/migrate.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import { sleep } from '../../test/kit/eventually.ts';
 
 /** This process and its ancestors (tsx, sh, npm, flock): not "other runs" for OtherRunsWatch. */
 export function ancestorPids(): Set<number> {
@@ -96,7 +97,7 @@ export async function waitReady(service: BenchService, timeoutMs = 60_000): Prom
       () => false,
     );
     if (ready) return;
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }
 

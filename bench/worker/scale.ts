@@ -26,6 +26,7 @@ import { cpuCalibrationMs } from '../lib/machine.ts';
 import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { buildDataset } from './dataset.ts';
+import { sleep } from '../../test/kit/eventually.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 6_000);
 const WORKERS = (process.env.BENCH_WORKERS ?? '1,2,3').split(',').map(Number);
@@ -34,7 +35,6 @@ const PARTITIONS = 12;
 const brokers = parseBrokers(process.env.KAFKA_BROKERS ?? '127.0.0.1:9092');
 const logger = createLogger({ name: 'bench-scale', level: 'warn' });
 const log = (line: string) => console.error(`[bench:scale] ${line}`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Own user + system CPU seconds of one process (0 once it is gone). */
 function processCpu(pid: number): number {

@@ -5,11 +5,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../../infra/build/dist.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
-import { HMAC_SECRET, post, signedRequest, waitFor } from '../ingress/helpers.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { HMAC_SECRET, post, signedRequest } from '../ingress/helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // `npm run build` makes a dist/ that runs wherever it is copied: built, moved to a directory that
 // has nothing to do with the repository, and started from there (the CLI migrates an empty
@@ -23,7 +24,7 @@ describe('the release build runs where it is moved (infra/build/dist.ts)', () =>
   // Node from this test's own PATH entry, nothing else: dist/ brings everything it needs but Node.
   const PATH = `${path.dirname(process.execPath)}${path.delimiter}/usr/bin${path.delimiter}/bin`;
   const start = (name: 'ingress' | 'worker' | 'console', env: Record<string, string>) => {
-    const service = startServiceProcess(`services/${name}/main.ts`, { ...env, PATH }, { command: path.join(dist, 'bin', name), cwd: dist });
+    const service = spawnService(name, { ...env, PATH }, { from: { command: path.join(dist, 'bin', name), cwd: dist } });
     running.push(service);
     return service;
   };
@@ -87,17 +88,19 @@ describe('the release build runs where it is moved (infra/build/dist.ts)', () =>
     const publicPort = (await ingress.line('ingress listening')).port as number;
     const [ingressAdmin, workerAdmin] = await Promise.all([ingress.adminPort(), worker.adminPort()]);
     const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
-    await waitFor(async () => (await ready(ingressAdmin)) && (await ready(workerAdmin)), 90_000, 'the ingress and the worker ready');
+    await eventually(async () => (await ready(ingressAdmin)) && (await ready(workerAdmin)), {
+      timeoutMs: 90_000,
+      message: 'the ingress and the worker ready',
+    });
 
     const signed = signedRequest({ source: 'acme', secret: HMAC_SECRET });
     expect((await post(`http://127.0.0.1:${publicPort}`, signed)).status).toBe(202);
-    await waitFor(
+    await eventually(
       async () => {
         const { rows } = await db.pool.query<{ status: string }>('SELECT status FROM inbox_events WHERE event_id = $1', [signed.eventId]);
         return rows[0]?.status === 'applied';
       },
-      60_000,
-      'the event applied',
+      { timeoutMs: 60_000, message: 'the event applied' },
     );
 
     // The console serves its pages and the assets it reads beside its bundle and from node_modules.

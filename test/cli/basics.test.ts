@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
 import { listMigrations } from '#domain/store/migrate.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';

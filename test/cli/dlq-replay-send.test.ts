@@ -5,8 +5,8 @@ import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
-import { createTestTopics, readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 
 const tenant = 'tenant_acme';

@@ -5,11 +5,12 @@ import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { readTopic, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
+import { readTopic, workerTestConfig } from '../worker/helpers.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';
 
@@ -197,11 +198,14 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
       await producer.connect();
       await producer.send({ topic: names.events, acks: -1, messages: [{ key, value: body, headers: ingressHeaders(poison, body) }] });
       await producer.disconnect();
-      await waitFor('the poison event in the DLQ', async () => (await highSum(admin, names.dlq)) >= 1, 60_000);
-      await waitFor('inbox status dead_lettered', async () => {
-        const { rows } = await db.pool.query('SELECT status FROM inbox_events WHERE event_id = $1', [poison.event_id]);
-        return rows[0]?.status === 'dead_lettered';
-      });
+      await eventually(async () => (await highSum(admin, names.dlq)) >= 1, { timeoutMs: 60_000, message: 'the poison event in the DLQ' });
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query('SELECT status FROM inbox_events WHERE event_id = $1', [poison.event_id]);
+          return rows[0]?.status === 'dead_lettered';
+        },
+        { message: 'inbox status dead_lettered' },
+      );
 
       const listed = await runBridge(['dlq', 'list', '--json'], env);
       expect(listed.code, listed.stderr).toBe(0);

@@ -7,11 +7,12 @@ import { repoRoot } from '../../infra/paths.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
+import { workerTestConfig } from '../worker/helpers.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { eventually } from '../kit/eventually.ts';
 
 /** The operator's first minute: send a demo webhook through the real ingress and worker, then look at it. */
 describe('bridge send / trace / lag against the real ingress and worker', () => {
@@ -80,26 +81,24 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
     expect(std.code, std.stdout + std.stderr).toBe(0);
     expect(std.stdout).toMatch(/202 Accepted/);
 
-    await waitFor(
-      'both demo events applied',
+    await eventually(
       async () => {
         const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('applied', 'stale')`);
         return rows[0].n === 2;
       },
-      30_000,
+      { timeoutMs: 30_000, message: 'both demo events applied' },
     );
     const trace = await runBridge(['trace', 'tenant_acme', 'theme', 'thm_minimal-dark', '--json'], env);
     expect(trace.code, trace.stderr).toBe(0);
     expect(trace.json().events.map((e: any) => e.event_id)).toContain(out.event_id);
     expect(trace.json().state).toMatchObject({ deleted: false });
 
-    await waitFor(
-      'lag 0',
+    await eventually(
       async () => {
         const lag = await runBridge(['lag', '--json'], env);
         return lag.code === 0 && lag.json().total_lag === 0;
       },
-      30_000,
+      { timeoutMs: 30_000, message: 'lag 0' },
     );
   });
 });

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { sleep } from '../kit/eventually.ts';
 
 async function committed(admin: Admin, groupId: string, topic: string): Promise<Record<number, string>> {
   const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
@@ -61,7 +62,7 @@ describe('bridge offsets reset (as a subprocess)', () => {
     await joined;
     try {
       const deadline = Date.now() + 40_000;
-      while (seen < 21 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      while (seen < 21 && Date.now() < deadline) await sleep(100);
       expect(seen).toBe(21);
 
       const refused = await runBridge(['offsets', 'reset', '--group', group, '--topic', topic, '--to', 'earliest', '--execute'], env);
@@ -77,7 +78,7 @@ describe('bridge offsets reset (as a subprocess)', () => {
   });
 
   it('prints the plan by default and with --execute --dry-run, changing nothing', async () => {
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     const before = await committed(admin, group, topic);
     expect(before).toEqual({ 0: '15', 1: '3', 2: '3' });
     const plan = await runBridge(['offsets', 'reset', '--group', group, '--topic', topic, '--to', 'earliest'], env);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { fillAnomalies, fillInbox, fillOutbox } from '../retention/fill.ts';
 import { runBridge } from './run-bridge.ts';
 

@@ -4,10 +4,11 @@ import pg from 'pg';
 import { memberTopics } from '#plumbing/kafka/groups.ts';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge, type BridgeRun } from './run-bridge.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';
 const RECORDS = 600;
@@ -25,14 +26,6 @@ function ingressRecord(event: EventEnvelope) {
       'event-type': event.event_type,
     },
   };
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** The reprocess command's throwaway group reading `topic` (other files may run their own at once). */
@@ -85,12 +78,15 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
     let groupId: string | undefined;
     try {
       const running: Promise<BridgeRun> = runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env, 120_000);
-      await until('the reprocess blocked on the held chunk', async () => {
-        const { rows } = await db.pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
-        );
-        return rows[0]!.n > 0;
-      });
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+          );
+          return rows[0]!.n > 0;
+        },
+        { message: 'the reprocess blocked on the held chunk' },
+      );
       const applied = (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events')).rows[0]!.n;
       expect(applied).toBeGreaterThan(0);
       groupId = await reprocessGroupOf(admin, events);
@@ -106,7 +102,7 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
       const intruding = intruder.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: async () => {} });
       // Past the CLI consumer's heartbeat interval (3 s), so the heartbeat after the chunk goes out;
       // within the apply's lock timeout (5 s), so the held chunk applies at its first attempt.
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      await sleep(3500);
       await blocker.query('COMMIT');
       await intruding;
       await joined;

@@ -3,9 +3,9 @@ import { createHash } from 'node:crypto';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 
 const tenant = 'tenant_acme';

@@ -9,10 +9,10 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { searchInbox, selectOutcomesPerMinute, selectStatusCounts } from '#domain/store/operator-views.ts';
 import type { Queryable } from '#domain/store/session.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 
 // Operator pages on a big bridge: a million inbox rows and a 100,000-record DLQ. A page that reads
 // Postgres only (search) must answer within SEARCH_BOUND_MS, a page that also asks the broker

@@ -16,11 +16,11 @@ import {
   SECRET_A,
   SECRET_B,
   startHarness,
-  waitFor,
   type Harness,
 } from '../contract/harness.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // The console in a real browser (Debian's chromium, driven by playwright-core) against a running
 // ingress and worker on the real broker and Postgres, with real signed traffic.
@@ -84,7 +84,10 @@ describe('the console in a browser', () => {
     expect((await harness.post('src-console', body({ ...events[0]!, event_id: freshEventId() }))).status).toBe(202);
     expect((await harness.post('src-console', body(doomedEvent))).status).toBe(202);
     await harness.settle();
-    await waitFor('dead-lettered', async () => (await harness.inbox(TENANT, doomedEvent.event_id))?.status === 'dead_lettered', 60_000);
+    await eventually(async () => (await harness.inbox(TENANT, doomedEvent.event_id))?.status === 'dead_lettered', {
+      timeoutMs: 60_000,
+      message: 'dead-lettered',
+    });
 
     const config: ConsoleConfig = {
       port: 0,
@@ -222,7 +225,7 @@ describe('the console in a browser', () => {
     const id = freshId('thm');
     const first = sampleEvent(TENANT_R, id, 1, { event_id: freshEventId(), event_type: 'theme.created' } as never);
     expect((await harness.post('src-console', body(first))).status).toBe(202);
-    await waitFor('v1 applied', async () => (await harness.state(TENANT_R, id))?.version === 1, 30_000);
+    await eventually(async () => (await harness.state(TENANT_R, id))?.version === 1, { timeoutMs: 30_000, message: 'v1 applied' });
     await harness.settle();
     const pulled = { ...first.data, name: 'pulled from the provider v4' };
     api.replies.set(`/api/${TENANT_R}/themes/${id}`, { status: 200, body: { version: 4, data: pulled } });

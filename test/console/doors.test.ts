@@ -8,7 +8,7 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
 import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 
 // The console's doors, in a real browser against a real ingress, worker, broker and Postgres: what a
 // page on another site, a guessing client or a crafted link can get out of it.

@@ -10,12 +10,12 @@ import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
 import { send, type Answer } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, workerTestConfig } from '../worker/helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
-export { waitFor };
 export type { Answer, ReadRecord };
 
 /** Shortened retry delays, no jitter (production: 5 s, 30 s, 2 min, 10 min). */
@@ -148,11 +148,14 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   };
 
   const settle = async (): Promise<void> => {
-    await waitFor('main group caught up', () => groupCaughtUp(kafka, config.groupId, names.events), 60_000);
+    await eventually(() => groupCaughtUp(kafka, config.groupId, names.events), { timeoutMs: 60_000, message: 'main group caught up' });
     for (const [i, topic] of names.retries.entries()) {
-      await waitFor(`retry group ${i + 1} caught up`, () => groupCaughtUp(kafka, `${config.groupId}.retry.${i + 1}`, topic), 60_000);
+      await eventually(() => groupCaughtUp(kafka, `${config.groupId}.retry.${i + 1}`, topic), {
+        timeoutMs: 60_000,
+        message: `retry group ${i + 1} caught up`,
+      });
     }
-    await waitFor('outbox drained', () => outboxDrained(db.pool), 60_000);
+    await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained' });
   };
 
   return {

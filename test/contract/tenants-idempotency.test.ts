@@ -11,9 +11,9 @@ import {
   SECRET_A,
   SECRET_B,
   startHarness,
-  waitFor,
   type Harness,
 } from './harness.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const TENANT_A = 'tenant_a';
 const TENANT_B = 'tenant_b';
@@ -63,7 +63,7 @@ describe('contract: tenants and idempotency keys as providers use them', () => {
     const broken = sampleEvent(T, DEAD_LETTERED_ID, 1, { idempotency_key: key, event_id: freshEventId() });
     const first = await h.post('source-a', body(broken), { headers: providerHeaders(broken) });
     expect(first.status, describeAnswer(first)).toBe(202);
-    const record = await waitFor('dead-lettered', async () => (await h.dlq(resourceKeyOf(broken)))[0], 30_000);
+    const record = await eventually(async () => (await h.dlq(resourceKeyOf(broken)))[0], { timeoutMs: 30_000, message: 'dead-lettered' });
     expect(record.headers['dlq-reason']).toBe('constraint_violation');
     await h.settle();
     expect(await h.inbox(T, broken.event_id)).toMatchObject({ status: 'dead_lettered' });

@@ -4,33 +4,17 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { freePort } from '../helpers/ports.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { readTopic, testKafka, topicRecordCount } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { freePort } from '../kit/ports.ts';
+import { uniqueName } from '../kit/names.ts';
+import { readTopic, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { send } from '../ingress/helpers.ts';
 import { appliedLedger, firstOf } from '../failures/ledger-kit.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, everyMs = 200): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await fn();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
+import { eventually, sleep } from '../kit/eventually.ts';
 
 function pidAlive(pid: number): boolean {
   try {
@@ -135,9 +119,17 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
   });
 
   it('restarts a SIGKILLed worker under load; every acknowledged event is applied, in order, none lost', { timeout: 300_000 }, async () => {
-    await until('ingress readiness', async () => ((await ready(ports.ingressAdmin)) ? true : undefined), 120_000);
-    await until('worker readiness', async () => ((await ready(ports.workerAdmin)) ? true : undefined), 120_000);
-    const upLine = await until('the started line', () => upLines().find((l) => l.started));
+    await eventually(async () => ((await ready(ports.ingressAdmin)) ? true : undefined), {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+      message: 'ingress readiness',
+    });
+    await eventually(async () => ((await ready(ports.workerAdmin)) ? true : undefined), {
+      timeoutMs: 120_000,
+      intervalMs: 200,
+      message: 'worker readiness',
+    });
+    const upLine = await eventually(() => upLines().find((l) => l.started), { intervalMs: 200, message: 'the started line' });
     const firstWorkerPid = upLine.started!.find((s) => s.name === 'worker')!.pid;
     expect(firstWorkerPid).toBeGreaterThan(0);
     expect(upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker started'))?.pid).toBe(firstWorkerPid);
@@ -180,15 +172,13 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
         process.kill(firstWorkerPid, 'SIGKILL');
         killedAt = Date.now();
         // The worker's admin port goes away with it; ready again once the new process joined the group.
-        readyWatch = until(
-          "the restarted worker's readiness",
+        readyWatch = eventually(
           async () => {
             if (!(await ready(ports.workerAdmin))) return undefined;
             readyAgainAt = Date.now();
             return true;
           },
-          150_000,
-          250,
+          { timeoutMs: 150_000, intervalMs: 250, message: "the restarted worker's readiness" },
         ).then(() => {});
       }
       await sleep(5);
@@ -197,11 +187,15 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
     await Promise.all(inflight);
 
     // The supervisor said so: one exit (SIGKILL), one restart, with its delay.
-    const exit = await until('the exit line', () => upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker exited')));
+    const exit = await eventually(() => upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker exited')), {
+      intervalMs: 200,
+      message: 'the exit line',
+    });
     expect(exit).toMatchObject({ pid: firstWorkerPid, code: null, signal: 'SIGKILL', restart: 1, delay_ms: 1000 });
-    const restarted = await until('the restart line', () =>
-      upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker restarted')),
-    );
+    const restarted = await eventually(() => upLines().find((l) => l.child === 'worker' && l.msg.startsWith('worker restarted')), {
+      intervalMs: 200,
+      message: 'the restart line',
+    });
     expect(restarted).toMatchObject({ restarts: 1, starts: 2 });
     expect(restarted.pid).not.toBe(firstWorkerPid);
     expect(upLines().some((l) => l.child === 'worker' && l.msg.startsWith('restarting worker (restart 1, after 1000 ms)'))).toBe(true);
@@ -217,8 +211,7 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
 
     // Every acknowledged event ends applied, or as a duplicate / stale, per its inbox row.
     const ids = acked.map((a) => a.eventId);
-    const caughtUpAt = await until(
-      'every acknowledged event in the inbox',
+    const caughtUpAt = await eventually(
       async () => {
         const { rows } = await db.pool.query<{ n: string }>(
           'SELECT count(*) AS n FROM inbox_events WHERE tenant_id = $1 AND event_id = ANY($2::text[]) AND status = ANY($3::text[])',
@@ -226,8 +219,7 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
         );
         return Number(rows[0]!.n) === ids.length ? Date.now() : undefined;
       },
-      150_000,
-      500,
+      { timeoutMs: 150_000, intervalMs: 500, message: 'every acknowledged event in the inbox' },
     );
     const { rows: inbox } = await db.pool.query<{ event_id: string; status: string }>(
       'SELECT event_id, status FROM inbox_events WHERE tenant_id = $1 AND event_id = ANY($2::text[])',
@@ -259,8 +251,7 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
     // highest one: compaction keeps the last), nothing foreign, every acknowledged event settled.
     const kafka = testKafka();
     const keyOf = (r: number) => `tenant_acme/theme/${resourceIds[r]}`;
-    await until(
-      'the highest versions on the applied topic',
+    await eventually(
       async () => {
         const records = await readTopic(kafka, topics.applied);
         const seen = new Set(
@@ -268,8 +259,7 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
         );
         return resourceIds.every((_, r) => seen.has(`${keyOf(r)} ${highest[r]}`)) ? true : undefined;
       },
-      90_000,
-      1000,
+      { timeoutMs: 90_000, intervalMs: 1000, message: 'the highest versions on the applied topic' },
     );
     const ledger = await appliedLedger({ pool: db.pool, kafka, appliedTopic: topics.applied, tenant: 'tenant_acme', accepted: ids });
     expect(firstOf(ledger.problems)).toEqual([]);

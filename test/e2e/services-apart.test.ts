@@ -4,32 +4,16 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { freePort } from '../helpers/ports.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { freePort } from '../kit/ports.ts';
+import { uniqueName } from '../kit/names.ts';
+import { testKafka } from '../kit/kafka.ts';
 import { send } from '../ingress/helpers.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await fn();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(250);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
+import { eventually, sleep } from '../kit/eventually.ts';
 
 async function ready(port: number): Promise<boolean> {
   try {
@@ -90,13 +74,16 @@ describe('the services run apart (infra/dev/service.ts)', () => {
 
   /** The admin port the worker's command chose, from its `worker started` line. */
   const adminPortOf = (s: Service) =>
-    until('the worker started line', () => {
-      const line = s
-        .output()
-        .split('\n')
-        .find((l) => l.includes('"service":"run-worker"') && l.includes('worker started'));
-      return line ? (JSON.parse(line) as { admin_port: number }).admin_port : undefined;
-    });
+    eventually(
+      () => {
+        const line = s
+          .output()
+          .split('\n')
+          .find((l) => l.includes('"service":"run-worker"') && l.includes('worker started'));
+        return line ? (JSON.parse(line) as { admin_port: number }).admin_port : undefined;
+      },
+      { intervalMs: 250, message: 'the worker started line' },
+    );
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -117,18 +104,29 @@ describe('the services run apart (infra/dev/service.ts)', () => {
     const workers = [start('worker', { DATABASE_URL: db.url }), start('worker', { DATABASE_URL: db.url })];
     const workerPorts = await Promise.all(workers.map(adminPortOf));
     expect(new Set(workerPorts).size).toBe(2);
-    await until('ingress readiness', async () => ((await ready(ports.ingressAdmin)) ? true : undefined), 120_000);
+    await eventually(async () => ((await ready(ports.ingressAdmin)) ? true : undefined), {
+      timeoutMs: 120_000,
+      intervalMs: 250,
+      message: 'ingress readiness',
+    });
     for (const port of workerPorts)
-      await until(`worker readiness on ${port}`, async () => ((await ready(port)) ? true : undefined), 120_000);
+      await eventually(async () => ((await ready(port)) ? true : undefined), {
+        timeoutMs: 120_000,
+        intervalMs: 250,
+        message: `worker readiness on ${port}`,
+      });
 
     const kafka = testKafka();
     const admin = kafka.admin();
     await admin.connect();
-    const members = await until('two members in the group', async () => {
-      const { groups } = await admin.describeGroups([group]);
-      const g = groups[0]!;
-      return g.state === 'Stable' && g.members.length === 2 ? g.members : undefined;
-    });
+    const members = await eventually(
+      async () => {
+        const { groups } = await admin.describeGroups([group]);
+        const g = groups[0]!;
+        return g.state === 'Stable' && g.members.length === 2 ? g.members : undefined;
+      },
+      { intervalMs: 250, message: 'two members in the group' },
+    );
     expect(members).toHaveLength(2);
 
     const secret = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')).DEMO_SECRET!;
@@ -152,14 +150,17 @@ describe('the services run apart (infra/dev/service.ts)', () => {
       }
     };
     const stateAtHighest = () =>
-      until('every resource at its highest version', async () => {
-        const { rows } = await db.pool.query<{ resource_id: string; version: string }>(
-          'SELECT resource_id, version FROM resource_state WHERE tenant_id = $1 AND resource_id = ANY($2::text[])',
-          ['tenant_acme', resources],
-        );
-        const got = new Map(rows.map((row) => [row.resource_id, Number(row.version)]));
-        return resources.every((id, r) => got.get(id) === versions[r]) ? true : undefined;
-      });
+      eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ resource_id: string; version: string }>(
+            'SELECT resource_id, version FROM resource_state WHERE tenant_id = $1 AND resource_id = ANY($2::text[])',
+            ['tenant_acme', resources],
+          );
+          const got = new Map(rows.map((row) => [row.resource_id, Number(row.version)]));
+          return resources.every((id, r) => got.get(id) === versions[r]) ? true : undefined;
+        },
+        { intervalMs: 250, message: 'every resource at its highest version' },
+      );
 
     await sendRound();
     await stateAtHighest();

@@ -4,30 +4,16 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { freePort } from '../helpers/ports.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { testKafka, testBrokers } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { freePort } from '../kit/ports.ts';
+import { uniqueName } from '../kit/names.ts';
+import { testKafka, testBrokers } from '../kit/kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { brokerReady } from '#plumbing/kafka/client.ts';
 import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await fn();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
+import { eventually } from '../kit/eventually.ts';
 
 // The README's start command, end to end: topics, migrations, ingress and worker from one process;
 // a signed webhook becomes state and an applied record; Ctrl-C stops the services and nothing else.
@@ -70,14 +56,20 @@ describe('npm start (infra/dev/up.ts)', () => {
   });
 
   it('brings the bridge up, applies a signed webhook, and stops cleanly on SIGINT', async () => {
-    await until('ingress readiness', async () => {
-      const res = await fetch(`http://127.0.0.1:${ports.ingressAdmin}/readyz`);
-      return res.ok ? true : undefined;
-    });
-    await until('worker readiness', async () => {
-      const res = await fetch(`http://127.0.0.1:${ports.workerAdmin}/readyz`);
-      return res.ok ? true : undefined;
-    });
+    await eventually(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${ports.ingressAdmin}/readyz`);
+        return res.ok ? true : undefined;
+      },
+      { intervalMs: 200, message: 'ingress readiness' },
+    );
+    await eventually(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${ports.workerAdmin}/readyz`);
+        return res.ok ? true : undefined;
+      },
+      { intervalMs: 200, message: 'worker readiness' },
+    );
 
     const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8'));
     const event = sampleThemeEvent();
@@ -87,13 +79,16 @@ describe('npm start (infra/dev/up.ts)', () => {
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ status: 'accepted', event_id: event.event_id });
 
-    const state = await until('the applied state', async () => {
-      const { rows } = await db.pool.query(
-        'SELECT version, deleted, data FROM resource_state WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3',
-        [event.tenant_id, event.resource.type, event.resource.id],
-      );
-      return rows[0];
-    });
+    const state = await eventually(
+      async () => {
+        const { rows } = await db.pool.query(
+          'SELECT version, deleted, data FROM resource_state WHERE tenant_id = $1 AND resource_type = $2 AND resource_id = $3',
+          [event.tenant_id, event.resource.type, event.resource.id],
+        );
+        return rows[0];
+      },
+      { intervalMs: 200, message: 'the applied state' },
+    );
     expect(Number(state.version)).toBe(event.resource.version);
     expect(state.data).toEqual(event.data);
 

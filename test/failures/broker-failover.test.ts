@@ -4,11 +4,11 @@ import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, workerTestConfig } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -20,6 +20,8 @@ import {
   resourceVersions,
   stateProblems,
 } from './ledger-kit.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const T = 'tenant_acme';
 /** Each round SIGKILLs another broker (1, 2, 3, 1, ...) under load and starts it again. */
@@ -29,8 +31,6 @@ const RESOURCES = 48;
 /** A killed broker stays down past broker.session.timeout.ms (9 s): its partitions get new leaders. */
 const DOWN_MS = 12_000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 interface ReadySample {
   at: number;
   status: number;
@@ -38,13 +38,15 @@ interface ReadySample {
   liveBrokers: number;
 }
 
+const basePort = Number(process.env.FAILOVER_BASE_PORT ?? (await freePortRange(6)));
+
 /**
  * The real ingress (replication 3, min.insync.replicas 2) and a real worker whose relay publishes,
  * against three brokers of which one at a time is SIGKILLed under load. The loss this guards
  * against (kafkajs#1303, README) showed in 2 of 6 single runs, hence several rounds.
  */
 describe('failures: one broker of three killed under load, round after round', () => {
-  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort: Number(process.env.FAILOVER_BASE_PORT ?? 28092) });
+  const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort });
   let kafka: Kafka;
   let db: TestDatabase;
   let worker: WorkerHandle;
@@ -73,7 +75,7 @@ describe('failures: one broker of three killed under load, round after round', (
     worker.consumer.on(worker.consumer.events.CRASH, (e) => crashes.push(`${e.payload.error.message} (restart ${e.payload.restart})`));
     // The ingress with its production settings (ack timeout 5 s, broker probe every second).
     ingress = await startTestIngress(cluster.brokers, names.events);
-    await waitFor('ingress ready', async () => ingress.ready(), 60_000);
+    await eventually(async () => ingress.ready(), { timeoutMs: 60_000, message: 'ingress ready' });
   }, 240_000);
 
   afterAll(async () => {
@@ -149,19 +151,18 @@ describe('failures: one broker of three killed under load, round after round', (
     try {
       for (let round = 1; round <= ROUNDS; round += 1) {
         const node = ((round - 1) % 3) + 1;
-        await waitFor(`round ${round}: every replica in sync`, fullIsr, 90_000);
+        await eventually(fullIsr, { timeoutMs: 90_000, message: `round ${round}: every replica in sync` });
         const before = accepted.size;
-        await waitFor(`round ${round}: load flowing`, async () => accepted.size >= before + 100, 60_000);
+        await eventually(async () => accepted.size >= before + 100, { timeoutMs: 60_000, message: `round ${round}: load flowing` });
         const atKill = accepted.size;
         const window = log.open(`round ${round}: broker ${node} down`);
         liveBrokers = 2;
         await cluster.stopNode(node, 'SIGKILL');
         const killedAt = Date.now();
-        await waitFor(
-          `round ${round}: load flowing with broker ${node} down`,
-          async () => accepted.size >= atKill + 200 && Date.now() - killedAt >= DOWN_MS,
-          90_000,
-        );
+        await eventually(async () => accepted.size >= atKill + 200 && Date.now() - killedAt >= DOWN_MS, {
+          timeoutMs: 90_000,
+          message: `round ${round}: load flowing with broker ${node} down`,
+        });
         await cluster.startNode(node);
         liveBrokers = 3;
         log.close(window);
@@ -169,7 +170,7 @@ describe('failures: one broker of three killed under load, round after round', (
           `round ${round}: broker ${node} down ${((Date.now() - killedAt) / 1000).toFixed(1)} s, ${accepted.size - atKill} accepted meanwhile`,
         );
       }
-      await waitFor('every replica in sync at the end', fullIsr, 90_000);
+      await eventually(fullIsr, { timeoutMs: 90_000, message: 'every replica in sync at the end' });
     } finally {
       streaming = false;
       await Promise.all(senders);
@@ -180,9 +181,9 @@ describe('failures: one broker of three killed under load, round after round', (
     const ids = [...accepted.keys()];
     const applied = async () => [...(await inboxRows(db.pool, T, ids)).values()].filter((r) => r.status === 'applied').length;
     try {
-      await waitFor('every acknowledged event applied', async () => (await applied()) === ids.length, 90_000);
-      await waitFor('group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
-      await waitFor('outbox published', () => outboxDrained(db.pool), 60_000);
+      await eventually(async () => (await applied()) === ids.length, { timeoutMs: 90_000, message: 'every acknowledged event applied' });
+      await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 60_000, message: 'group caught up' });
+      await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox published' });
     } catch (error) {
       throw new Error(
         `${(error as Error).message}: ${await applied()}/${ids.length} applied; consumer crashes: ${JSON.stringify(crashes)}`,

@@ -14,11 +14,11 @@ import { migrate } from '#domain/store/migrate.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { freePort } from '../helpers/ports.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { uniqueName } from '../kit/names.ts';
+import { freePort, freePortRange } from '../kit/ports.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { post, signedRequest, type SignedRequest } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -32,6 +32,7 @@ import {
   stateProblems,
   WorkerProcess,
 } from './ledger-kit.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 /**
  * The bridge as deployed, several of everything: three brokers (replication 3, min.insync.replicas
@@ -57,8 +58,6 @@ const BROKER_DOWN_MS = 12_000;
 /** From the load stopping to zero lag: events and retry groups caught up, outbox published, every 2xx applied. */
 const LAG_BOUND_MS = 60_000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** An ingress process on a port of its own that it keeps across restarts (a supervisor's). */
 class IngressProcess {
   service: ServiceProcess | undefined;
@@ -82,7 +81,7 @@ class IngressProcess {
 
   async start(): Promise<void> {
     this.starts += 1;
-    const service = startServiceProcess('services/ingress/main.ts', {
+    const service = spawnService('ingress', {
       ...this.env,
       PORT: String(this.port),
       ADMIN_PORT: String(this.adminPort),
@@ -93,15 +92,14 @@ class IngressProcess {
       if (!(this.#killing && signal === 'SIGKILL') && this.service === service)
         this.unexpectedExits.push(`${this.name} exited (code ${code}, signal ${signal}): ${service.output().slice(-2_000)}`);
     });
-    await waitFor(
-      `${this.name} ready`,
+    await eventually(
       async () => {
         if (service.child.exitCode !== null) throw new Error(`${this.name} exited: ${service.output().slice(-2_000)}`);
         const res = await fetch(`http://127.0.0.1:${this.adminPort}/readyz`, { signal: AbortSignal.timeout(2_000) });
         await res.text();
         return res.status === 200;
       },
-      90_000,
+      { timeoutMs: 90_000, message: `${this.name} ready` },
     );
     const last = this.down.at(-1);
     if (last && last.to === undefined) last.to = Date.now();
@@ -137,11 +135,13 @@ interface Attempt {
   error?: string;
 }
 
+const basePort = Number(process.env.CLUSTER_FAULTS_BASE_PORT ?? (await freePortRange(6)));
+
 describe('distributed: three brokers, two ingresses, three workers, machines that die', () => {
   const cluster = new LocalKafka({
     name: `cluster-faults-${process.pid}`,
     nodes: 3,
-    basePort: Number(process.env.CLUSTER_FAULTS_BASE_PORT ?? 19292),
+    basePort,
   });
   let kafka: Kafka;
   let admin: Admin;
@@ -313,8 +313,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
 
   /** The worker whose relay publishes (its published counter grows; only the leader publishes). */
   async function relayLeader(): Promise<WorkerProcess> {
-    return waitFor(
-      'a relay leader publishing',
+    return eventually(
       async () => {
         const before = await Promise.all(workers.map(publishedBy));
         await sleep(1_500);
@@ -322,7 +321,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
         const growing = workers.filter((_, i) => before[i] !== undefined && after[i] !== undefined && after[i]! > before[i]!);
         return growing.length === 1 ? growing[0] : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, message: 'a relay leader publishing' },
     );
   }
 
@@ -352,7 +351,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
 
   async function flowing(what: string, more = 100): Promise<void> {
     const before = accepted.size;
-    await waitFor(`${what}: load flowing`, async () => accepted.size >= before + more, 120_000);
+    await eventually(async () => accepted.size >= before + more, { timeoutMs: 120_000, message: `${what}: load flowing` });
   }
 
   async function killBroker(label: string): Promise<string> {
@@ -431,17 +430,19 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     zombie.freeze();
     const frozenAt = Date.now();
     const others = workers.filter((w) => w !== zombie);
-    await waitFor(`${label}: partitions moved off the frozen worker`, async () => (await groupMembers()) === 2, ms + 30_000);
+    await eventually(async () => (await groupMembers()) === 2, {
+      timeoutMs: ms + 30_000,
+      message: `${label}: partitions moved off the frozen worker`,
+    });
     const moved = Date.now() - frozenAt;
-    await waitFor(
-      `${label}: another worker leads the relay`,
+    await eventually(
       async () => {
         const before = await Promise.all(others.map(publishedBy));
         await sleep(1_000);
         const after = await Promise.all(others.map(publishedBy));
         return others.some((_, i) => (after[i] ?? 0) > (before[i] ?? 0));
       },
-      ms + 30_000,
+      { timeoutMs: ms + 30_000, message: `${label}: another worker leads the relay` },
     );
     const relayMoved = Date.now() - frozenAt;
     await sleep(Math.max(0, ms - (Date.now() - frozenAt)));
@@ -455,7 +456,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     if (afterWake !== later)
       problems.push(`${label}: the woken zombie published ${later! - afterWake!} records while another worker led the relay`);
     await zombie.waitReady(120_000);
-    await waitFor(`${label}: three members again`, async () => (await groupMembers()) === 3, 120_000);
+    await eventually(async () => (await groupMembers()) === 3, { timeoutMs: 120_000, message: `${label}: three members again` });
     log.close(window);
     return `relay leader frozen ${(ms / 1000).toFixed(0)} s: partitions moved after ${(moved / 1000).toFixed(1)} s, relay after ${(relayMoved / 1000).toFixed(1)} s, rejoined ${((Date.now() - frozenAt - ms) / 1000).toFixed(1)} s after waking`;
   }
@@ -494,7 +495,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
 
       // One after another, each once the cluster is whole again and the load flows.
       const settle = async (what: string) => {
-        await waitFor(`${what}: every replica in sync`, fullIsr, 120_000);
+        await eventually(fullIsr, { timeoutMs: 120_000, message: `${what}: every replica in sync` });
         await flowing(what);
       };
       await settle('start');
@@ -536,7 +537,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
       const overlap2 = await Promise.all([killBroker('8'), sleep(1_000).then(() => rollingRestart('8'))]);
       step(`overlapping: ${overlap2.join(', ')}`);
       await settle('8');
-      await waitFor('three members at the end', async () => (await groupMembers()) === 3, 120_000);
+      await eventually(async () => (await groupMembers()) === 3, { timeoutMs: 120_000, message: 'three members at the end' });
       await sleep(10_000);
 
       // The load stops; the bridge must reach zero lag within the bound.
@@ -554,7 +555,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
         return outboxDrained(db.pool);
       };
       try {
-        await waitFor('zero lag', zeroLag, LAG_BOUND_MS + 60_000);
+        await eventually(zeroLag, { timeoutMs: LAG_BOUND_MS + 60_000, message: 'zero lag' });
       } catch (error) {
         problems.push(`${(error as Error).message}: ${await applied()}/${ids.length} acknowledged events applied`);
         console.error(`[cluster-faults] not at zero lag; what the bridge shows:\n${await diagnosis()}`);

@@ -8,10 +8,10 @@ import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testKafka, topicRecordCount } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -28,6 +28,8 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort, freePortRange } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = Number(process.env.MATRIX_RESOURCES ?? 300);
@@ -43,15 +45,16 @@ const STUCK_SESSION_MS = 60_000;
 const STEADY_MS = 3_000;
 const ACCEPTANCE_FLOOR = 0.8;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pgPort = Number(process.env.MATRIX_PG_PORT ?? (await freePort()));
+const basePort = Number(process.env.MATRIX_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Steady signed traffic through the real ingress, a worker process, a broker and a Postgres of
  * the test's own, and one fault after the other with recovery in between; then the ledger.
  */
 describe('failures: fault matrix under steady traffic', () => {
-  const own = new OwnPostgres(Number(process.env.MATRIX_PG_PORT ?? 5544));
-  const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort: Number(process.env.MATRIX_BASE_PORT ?? 28292) });
+  const own = new OwnPostgres(pgPort);
+  const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort });
   let pool: pg.Pool;
   let databaseUrl: string;
   let kafka: Kafka;
@@ -178,12 +181,11 @@ describe('failures: fault matrix under steady traffic', () => {
     /** Ingress accepting again, and every event accepted so far applied and published. */
     async function recover(name: string): Promise<void> {
       const started = Date.now();
-      await waitFor(`${name}: ingress ready`, async () => ingress.ready(), 90_000);
-      await waitFor(
-        `${name}: a request accepted again`,
-        async () => log.answers.some((a) => a.sentAt >= started && a.status === 202),
-        60_000,
-      );
+      await eventually(async () => ingress.ready(), { timeoutMs: 90_000, message: `${name}: ingress ready` });
+      await eventually(async () => log.answers.some((a) => a.sentAt >= started && a.status === 202), {
+        timeoutMs: 60_000,
+        message: `${name}: a request accepted again`,
+      });
       const ids = [...accepted.keys()];
       let left: string[] = ids;
       let age = 0;
@@ -224,7 +226,7 @@ describe('failures: fault matrix under steady traffic', () => {
 
     try {
       await recover('warm-up');
-      await waitFor('traffic flowing', async () => accepted.size >= 200, 60_000);
+      await eventually(async () => accepted.size >= 200, { timeoutMs: 60_000, message: 'traffic flowing' });
       await sleep(STEADY_MS);
 
       await fault(`broker SIGSTOP ${BROKER_PAUSE_MS / 1000} s`, async () => {
@@ -316,8 +318,7 @@ describe('failures: fault matrix under steady traffic', () => {
 
     // Everything settles: both groups caught up, nothing received or retrying, outbox published.
     const ids = [...accepted.keys()];
-    await waitFor(
-      'everything settled',
+    await eventually(
       async () => {
         if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
         for (const [i, topic] of names.retries.entries()) {
@@ -328,7 +329,7 @@ describe('failures: fault matrix under steady traffic', () => {
         );
         return rows[0]!.n === 0 && (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
       },
-      120_000,
+      { timeoutMs: 120_000, message: 'everything settled' },
     ).catch(async (error: Error) => {
       throw new Error(
         `${error.message}: ${(await unsettled(ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,

@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type pg from 'pg';
-export { topicRecordCount as topicSize } from '../helpers/kafka.ts';
+export { topicRecordCount as topicSize } from '../kit/kafka.ts';
 
 /** The value of one sample of a metric (0 when absent). */
 export async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {

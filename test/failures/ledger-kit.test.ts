@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { appliedHeaders } from '#domain/apply/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testKafka, type ReadRecord } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testKafka, type ReadRecord } from '../kit/kafka.ts';
 import { analyseLedger, appliedLedger, type AppliedEvent, type LedgerFacts, type StateRow } from './ledger-kit.ts';
 
 // The shared ledger check must be able to fail: every way the applied topic can betray a

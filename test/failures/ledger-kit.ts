@@ -3,16 +3,14 @@
  * with every start and exit counted), a log of every answer the ingress gave with the fault
  * windows it fell in, and the ledger checks (events topic, inbox, applied topic, DLQ).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
-import { repoRoot } from '../../infra/paths.ts';
-import { readTopic, type ReadRecord } from '../helpers/kafka.ts';
-import { freePort } from '../helpers/ports.ts';
+import { readTopic, type ReadRecord } from '../kit/kafka.ts';
+import { freePort } from '../kit/ports.ts';
 import type { Answer as HttpAnswer } from '../ingress/helpers.ts';
-import { bundlePath } from '../../infra/build/build.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { spawnService } from '../kit/service.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The worker as a process (services/worker/main.ts)
@@ -45,7 +43,7 @@ export class WorkerProcess {
   #killing: ChildProcess | undefined;
   #terminating: ChildProcess | undefined;
   #stopping = false;
-  #log = '';
+  #output: () => string = () => '';
   #starting: Promise<void> | undefined;
   starts = 0;
   kills = 0;
@@ -58,7 +56,7 @@ export class WorkerProcess {
   }
 
   get output(): string {
-    return this.#log;
+    return this.#output();
   }
 
   get unexpectedExits(): WorkerExit[] {
@@ -79,17 +77,9 @@ export class WorkerProcess {
     if (this.#stopping) return;
     this.starts += 1;
     const limit = this.#options.logLimit ?? 30_000;
-    this.#log = '';
-    const child = spawn(process.execPath, [bundlePath('services/worker/main.ts')], {
-      cwd: repoRoot,
-      env: { ...process.env, ...this.#options.env, ADMIN_PORT: String(adminPort) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const keep = (d: Buffer) => {
-      this.#log = (this.#log + d.toString()).slice(-limit);
-    };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    const service = spawnService('worker', { ...process.env, ...this.#options.env, ADMIN_PORT: String(adminPort) }, { keepChars: limit });
+    const child = service.child;
+    this.#output = service.output;
     child.once('exit', (code, signal) => {
       const terminated = this.#terminating === child && code === 0;
       const expected = (this.#killing === child && signal === 'SIGKILL') || terminated;
@@ -100,7 +90,7 @@ export class WorkerProcess {
         this.#adminPort = undefined;
       }
       if (this.#stopping) return;
-      this.exits.push({ at: Date.now(), code, signal, expected, log: this.#log });
+      this.exits.push({ at: Date.now(), code, signal, expected, log: service.output() });
       // restart() starts the next process itself.
       if (!terminated && (!expected || this.#options.restartAfterKill)) setTimeout(() => void this.start(), 100);
     });
@@ -136,7 +126,7 @@ export class WorkerProcess {
       if (await this.ready()) return;
       await sleep(200);
     }
-    throw new Error(`worker not ready within ${timeoutMs} ms; its output:\n${this.#log.slice(-4_000)}`);
+    throw new Error(`worker not ready within ${timeoutMs} ms; its output:\n${this.#output().slice(-4_000)}`);
   }
 
   /** SIGKILL of a running, ready worker; resolves once it has exited. */

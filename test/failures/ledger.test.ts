@@ -3,11 +3,11 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress, type SignedRequest } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -20,6 +20,8 @@ import {
   stateProblems,
   WorkerProcess,
 } from './ledger-kit.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 20;
@@ -37,10 +39,10 @@ interface Sent {
   version: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const basePort = Number(process.env.LEDGER_BASE_PORT ?? (await freePortRange(2)));
 
 describe('failures: ledger under broker restarts and worker kill -9', () => {
-  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort: Number(process.env.LEDGER_BASE_PORT ?? 28192) });
+  const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort });
   let kafka: Kafka;
   let names: TopicNames;
   let db: TestDatabase;
@@ -235,14 +237,14 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
         await cluster.stopNode(1);
         await sleep(500);
         await cluster.startNode(1);
-        await waitFor('ingress ready again', async () => ingress.ready(), 60_000);
+        await eventually(async () => ingress.ready(), { timeoutMs: 60_000, message: 'ingress ready again' });
         log.close(window);
         // And once more, while the worker is catching up after the broker came back.
         await sleep(Math.random() * 1_500);
         await worker.kill();
       }
       await loading;
-      await waitFor('everything settled', settled, 120_000);
+      await eventually(settled, { timeoutMs: 120_000, message: 'everything settled' });
       console.error(`[ledger] ${await checkLedger(run, runStart)}`);
     }, 200_000);
   }

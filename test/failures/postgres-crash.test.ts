@@ -7,10 +7,10 @@ import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testBrokers, testKafka, topicRecordCount } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
 import {
   AnswerLog,
@@ -27,6 +27,8 @@ import {
   WorkerProcess,
 } from './ledger-kit.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 120;
@@ -42,8 +44,6 @@ const STEADY_MS = 4_000;
  */
 const RESUME_BOUND_MS = 30_000;
 const CAUGHT_UP_BOUND_MS = 60_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Postgres failing as machines do, with fsync on, under steady signed traffic through the real
@@ -71,7 +71,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
   let cold = 0;
 
   beforeAll(async () => {
-    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? 5551), { fsync: true });
+    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? (await freePort())), { fsync: true });
     await own.init();
     await own.start();
     const url = await ensureDatabase(own.adminUrl, 'bridge');
@@ -192,13 +192,12 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     clearInterval(clock);
     await Promise.allSettled([...pending]);
     const ids = [...accepted.keys()];
-    await waitFor(
-      'everything settled',
+    await eventually(
       async () => {
         if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
         return (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
       },
-      60_000,
+      { timeoutMs: 60_000, message: 'everything settled' },
     );
     const problems: string[] = [];
     const rows = await inboxRows(pool, TENANT, ids);
@@ -251,11 +250,10 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
 
   /** inject resolves to when the fault was lifted, if that was before it returned (a restart). */
   async function underFault(name: string, inject: () => Promise<number | void>): Promise<void> {
-    await waitFor(
-      'traffic accepted and applied',
-      async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50,
-      60_000,
-    );
+    await eventually(async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50, {
+      timeoutMs: 60_000,
+      message: 'traffic accepted and applied',
+    });
     await sleep(STEADY_MS);
     const before = await workerView();
     const window = log.open(name);

@@ -9,17 +9,21 @@ import { migrate } from '#domain/store/migrate.ts';
 import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const T = 'tenant_outage';
 const OUTAGE_MS = 30_000;
 const RESOURCES = 25;
 
+const pgPort = Number(process.env.OUTAGE_PG_PORT ?? (await freePort()));
+
 describe('failures: Postgres outage under a steady stream', () => {
-  const own = new OwnPostgres(Number(process.env.OUTAGE_PG_PORT ?? 5543));
+  const own = new OwnPostgres(pgPort);
   let pool: pg.Pool;
   let kafka: Kafka;
   let producer: Producer;
@@ -83,30 +87,29 @@ describe('failures: Postgres outage under a steady stream', () => {
           }),
         });
         sent.push(...batch);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     })();
 
     const appliedCount = async () => Number((await pool.query('SELECT count(*) AS n FROM inbox_events')).rows[0].n);
-    await waitFor('some events applied before the outage', async () => (await appliedCount()) > 20);
+    await eventually(async () => (await appliedCount()) > 20, { message: 'some events applied before the outage' });
     await own.stop();
     const stoppedAt = Date.now();
-    await waitFor(
-      'main consumer paused',
-      async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1,
-      20_000,
-    );
-    await new Promise((r) => setTimeout(r, OUTAGE_MS - (Date.now() - stoppedAt)));
+    await eventually(async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })) === 1, {
+      timeoutMs: 20_000,
+      message: 'main consumer paused',
+    });
+    await sleep(OUTAGE_MS - (Date.now() - stoppedAt));
     // The whole outage: nothing was routed anywhere.
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(1);
     for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
     await own.start();
-    await new Promise((r) => setTimeout(r, 2_000));
+    await sleep(2_000);
     streaming = false;
     await stream;
 
-    await waitFor('main group caught up', () => groupCaughtUp(kafka, groupId, names.events), 60_000);
-    await waitFor('every event in the inbox', async () => (await appliedCount()) === sent.length, 30_000);
+    await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 60_000, message: 'main group caught up' });
+    await eventually(async () => (await appliedCount()) === sent.length, { timeoutMs: 30_000, message: 'every event in the inbox' });
     const { rows } = await pool.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM inbox_events GROUP BY status');
     expect(Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))).toEqual({ applied: sent.length });
     const states = await pool.query<{ resource_id: string; version: string }>(

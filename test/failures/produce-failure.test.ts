@@ -3,9 +3,10 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, workerTestConfig } from '../worker/helpers.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_dlq_down';
 
@@ -48,8 +49,8 @@ describe('failures: producing to the DLQ fails', () => {
     await produce(kafka, names.events, [raw(themeEvent(T, 'blocked', 1)), { key, value: poison }, raw(themeEvent(T, 'blocked', 2))]);
     // The three share one chunk transaction, so both valid events are applied; the offsets are
     // resolved in order, so nothing from the poison record on may be committed.
-    await waitFor('valid events applied', async () => (await stateOf(db.pool, T, 'blocked'))?.version === 2);
-    await new Promise((r) => setTimeout(r, 4_000));
+    await eventually(async () => (await stateOf(db.pool, T, 'blocked'))?.version === 2, { message: 'valid events applied' });
+    await sleep(4_000);
     const admin0 = kafka.admin();
     await admin0.connect();
     const [committed] = await admin0.fetchOffsets({ groupId, topics: [names.events] });
@@ -61,12 +62,15 @@ describe('failures: producing to the DLQ fails', () => {
     await ensureTopics(admin, topicSpecs(settings), 1);
     await admin.disconnect();
 
-    await waitFor('caught up once the DLQ exists', () => groupCaughtUp(kafka, groupId, names.events), 90_000);
+    await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 90_000, message: 'caught up once the DLQ exists' });
     expect((await stateOf(db.pool, T, 'blocked'))?.version).toBe(2);
-    const dlq = await waitFor('poison in the DLQ', async () => {
-      const records = await readTopic(kafka, names.dlq);
-      return records.length > 0 ? records : undefined;
-    });
+    const dlq = await eventually(
+      async () => {
+        const records = await readTopic(kafka, names.dlq);
+        return records.length > 0 ? records : undefined;
+      },
+      { message: 'poison in the DLQ' },
+    );
     expect(dlq.every((r) => r.value.toString() === poison && r.headers['dlq-reason'] === 'invalid_envelope')).toBe(true);
   }, 150_000);
 });

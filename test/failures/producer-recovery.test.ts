@@ -9,11 +9,13 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createFailureProducer, RetryRouter } from '#services/worker/retry/retry-router.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const basePort = Number(process.env.PRODUCER_RECOVERY_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Regression: the failure producer (shared by the main and the retry consumers) was kept after a
@@ -26,7 +28,7 @@ describe('failure producer after a send that timed out', () => {
   const cluster = new LocalKafka({
     name: `producer-recovery-${process.pid}`,
     nodes: 1,
-    basePort: Number(process.env.PRODUCER_RECOVERY_BASE_PORT ?? 27292),
+    basePort,
   });
   let kafka: Kafka;
   let db: TestDatabase;

@@ -4,10 +4,11 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, workerTestConfig } from '../worker/helpers.ts';
 import { inboxRow, metricValue, topicSize } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_retry';
 // Shortened delays (real defaults: 5 s, 30 s, 2 min, 10 min), without jitter so timings are checkable.
@@ -61,11 +62,14 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
     // Same key, so the same partition: the records after the poison must still be applied.
     await produce(kafka, names.events, [raw(before), { key, value: poison }, { key, value: wrongVersion }, raw(after)]);
 
-    await waitFor('neighbour applied', async () => (await stateOf(db.pool, T, 'poison-neighbour'))?.version === 2);
-    const dlq = await waitFor('two DLQ records', async () => {
-      const records = (await readTopic(kafka, names.dlq)).filter((r) => r.key === key);
-      return records.length >= 2 ? records : undefined;
-    });
+    await eventually(async () => (await stateOf(db.pool, T, 'poison-neighbour'))?.version === 2, { message: 'neighbour applied' });
+    const dlq = await eventually(
+      async () => {
+        const records = (await readTopic(kafka, names.dlq)).filter((r) => r.key === key);
+        return records.length >= 2 ? records : undefined;
+      },
+      { message: 'two DLQ records' },
+    );
     const bodies = dlq.map((r) => r.value.toString());
     expect(bodies).toContain(poison); // byte for byte
     expect(bodies).toContain(wrongVersion);
@@ -84,9 +88,9 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
   it('dead-letters a constraint violation at once, without retrying', async () => {
     const event = themeEvent(T, 'violates', 1);
     await produce(kafka, names.events, [raw(event)]);
-    const record = await waitFor('DLQ record', async () =>
-      (await readTopic(kafka, names.dlq)).find((r) => r.key === `${T}/theme/violates`),
-    );
+    const record = await eventually(async () => (await readTopic(kafka, names.dlq)).find((r) => r.key === `${T}/theme/violates`), {
+      message: 'DLQ record',
+    });
     expect(record.headers['dlq-reason']).toBe('constraint_violation');
     expect(record.headers['retry-attempt']).toBe('1');
     expect(record.value.toString()).toBe(raw(event).value);
@@ -97,7 +101,7 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
     const event = themeEvent(T, 'flaky', 7);
     const started = Date.now();
     await produce(kafka, names.events, [raw(event)]);
-    await waitFor('flaky applied', async () => (await stateOf(db.pool, T, 'flaky'))?.version === 7, 30_000);
+    await eventually(async () => (await stateOf(db.pool, T, 'flaky'))?.version === 7, { timeoutMs: 30_000, message: 'flaky applied' });
     const elapsed = Date.now() - started;
     // Two failures: through retry.1 (400 ms) and retry.2 (600 ms).
     expect(elapsed).toBeGreaterThanOrEqual(DELAYS[0]! + DELAYS[1]!);
@@ -117,11 +121,10 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
   it('sends a failure that persists to the DLQ after 4 retries, with attempt 5 recorded', async () => {
     const event = themeEvent(T, 'broken', 3);
     await produce(kafka, names.events, [raw(event)]);
-    const record = await waitFor(
-      'broken dead-lettered',
-      async () => (await readTopic(kafka, names.dlq)).find((r) => r.key === `${T}/theme/broken`),
-      30_000,
-    );
+    const record = await eventually(async () => (await readTopic(kafka, names.dlq)).find((r) => r.key === `${T}/theme/broken`), {
+      timeoutMs: 30_000,
+      message: 'broken dead-lettered',
+    });
     expect(record.headers).toMatchObject({
       'dlq-reason': 'retries_exhausted',
       'retry-attempt': '5',
@@ -148,7 +151,7 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
     const older = themeEvent(T, 'superseded', 4);
     // The injected fault fails the first attempt before the apply path could call it stale itself.
     await produce(kafka, names.events, [raw(older)]);
-    await waitFor('older resolved stale', async () => (await inboxRow(db.pool, older.event_id))?.status === 'stale');
+    await eventually(async () => (await inboxRow(db.pool, older.event_id))?.status === 'stale', { message: 'older resolved stale' });
     expect((await inboxRow(db.pool, older.event_id))!.reason).toContain('stored version 9');
     expect((await readTopic(kafka, names.retries[0]!)).filter((r) => r.key === `${T}/theme/superseded`)).toHaveLength(0);
     expect((await readTopic(kafka, names.dlq)).filter((r) => r.key === `${T}/theme/superseded`)).toHaveLength(0);
@@ -156,11 +159,13 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
   });
 
   it('keeps the main group and every retry group caught up, and reports the retry lag', async () => {
-    await waitFor('main caught up', () => groupCaughtUp(kafka, groupId, names.events));
+    await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'main caught up' });
     for (const [i, topic] of names.retries.entries()) {
-      await waitFor(`retry ${i + 1} caught up`, () => groupCaughtUp(kafka, `${groupId}.retry.${i + 1}`, topic));
+      await eventually(() => groupCaughtUp(kafka, `${groupId}.retry.${i + 1}`, topic), { message: `retry ${i + 1} caught up` });
     }
-    await waitFor('lag gauge at zero', async () => (await metricValue(worker.registry, 'webhook_retry_waiting_events')) === 0);
+    await eventually(async () => (await metricValue(worker.registry, 'webhook_retry_waiting_events')) === 0, {
+      message: 'lag gauge at zero',
+    });
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(0);
   });
 });

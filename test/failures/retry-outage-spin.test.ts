@@ -8,13 +8,16 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
 import { metricValue, topicSize } from './helpers.ts';
 import { OwnPostgres } from './own-postgres.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePort } from '../kit/ports.ts';
 
 const T = 'tenant_spin';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const pgPort = Number(process.env.SPIN_PG_PORT ?? (await freePort()));
 
 /**
  * Regression: during a Postgres outage a retry consumer span in a tight fetch loop. Its topic was
@@ -23,7 +26,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * the same record again at once, over and over, until the database came back.
  */
 describe('failures: a retry consumer during a Postgres outage', () => {
-  const own = new OwnPostgres(Number(process.env.SPIN_PG_PORT ?? 5545));
+  const own = new OwnPostgres(pgPort);
   let pool: pg.Pool;
   let kafka: Kafka;
   let worker: WorkerHandle;
@@ -70,14 +73,16 @@ describe('failures: a retry consumer during a Postgres outage', () => {
     await produce(kafka, names.events, [raw(early)]);
     await sleep(1_500);
     await produce(kafka, names.events, [raw(late)]);
-    await waitFor('both events in the retry topic', async () => (await topicSize(kafka, names.retries[0]!)) === 2, 20_000);
+    await eventually(async () => (await topicSize(kafka, names.retries[0]!)) === 2, {
+      timeoutMs: 20_000,
+      message: 'both events in the retry topic',
+    });
     await own.stop();
     // `early` comes due first, meets the outage and pauses the retry topic; `late` comes due while it is paused.
-    await waitFor(
-      'the retry consumer paused',
-      async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'retry.1' })) === 1,
-      20_000,
-    );
+    await eventually(async () => (await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'retry.1' })) === 1, {
+      timeoutMs: 20_000,
+      message: 'the retry consumer paused',
+    });
     await sleep(2_500);
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -86,7 +91,10 @@ describe('failures: a retry consumer during a Postgres outage', () => {
     const busy = (cpu.user + cpu.system) / 1000 / (performance.now() - t0);
     await own.start();
 
-    await waitFor('the retry group caught up', () => groupCaughtUp(kafka, `${groupId}.retry.1`, names.retries[0]!), 60_000);
+    await eventually(() => groupCaughtUp(kafka, `${groupId}.retry.1`, names.retries[0]!), {
+      timeoutMs: 60_000,
+      message: 'the retry group caught up',
+    });
     const { rows } = await pool.query<{ event_id: string; status: string }>(
       'SELECT event_id, status FROM inbox_events WHERE tenant_id = $1',
       [T],

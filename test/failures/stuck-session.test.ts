@@ -6,10 +6,11 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
 import { topicSize } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_stuck';
 // How long the server lets a session sit idle inside a transaction (the bridge's pools set it).
@@ -73,11 +74,14 @@ describe('failures: a stuck session holding a resource lock', () => {
     const started = Date.now();
     try {
       await produce(kafka, names.events, [raw(blocked), ...others.map(raw)]);
-      await waitFor('the blocked event applied', async () => (await inboxStatus(db.pool, blocked.event_id))?.status === 'applied', 60_000);
+      await eventually(async () => (await inboxStatus(db.pool, blocked.event_id))?.status === 'applied', {
+        timeoutMs: 60_000,
+        message: 'the blocked event applied',
+      });
       const waited = Date.now() - started;
-      await waitFor('the main group caught up', () => groupCaughtUp(kafka, groupId, names.events), 30_000);
+      await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 30_000, message: 'the main group caught up' });
       for (const e of others) expect((await inboxStatus(db.pool, e.event_id))?.status).toBe('applied');
-      await waitFor('the outbox published', () => outboxDrained(db.pool), 30_000);
+      await eventually(() => outboxDrained(db.pool), { timeoutMs: 30_000, message: 'the outbox published' });
       expect(await topicSize(kafka, names.dlq)).toBe(0);
       for (const retry of names.retries) expect(await topicSize(kafka, retry), retry).toBe(0);
       // It waited for the server to end the stuck session, not for a retry to get lucky.

@@ -2,12 +2,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka, threeNodeDefaults } from '../../infra/provision/kafka/local-kafka.ts';
-import { testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
+
+const basePort = await freePortRange(6);
 
 // The three-broker variant (replication 3, min.insync.replicas 2) the failover tests build on.
 describe('three-broker local cluster', () => {
-  const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort: 19192 });
+  const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort });
   let kafka: Kafka;
 
   beforeAll(async () => {
@@ -36,7 +40,7 @@ describe('three-broker local cluster', () => {
         break;
       } catch (error) {
         if (attempt >= 5 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
-        await new Promise((r) => setTimeout(r, 500 * attempt));
+        await sleep(500 * attempt);
       }
     }
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
@@ -56,7 +60,7 @@ describe('three-broker local cluster', () => {
         const e = error as { retriable?: boolean; name?: string; cause?: { retriable?: boolean } };
         const retriable = e.retriable === true || e.cause?.retriable === true || e.name === 'KafkaJSNumberOfRetriesExceeded';
         if (!retriable || attempt >= 30) throw error;
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(1000);
       }
     }
     await producer.disconnect();

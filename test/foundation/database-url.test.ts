@@ -2,7 +2,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { canConnect, useDatabaseUrl, withDatabase } from '../../infra/provision/postgres.ts';
-import { freePort } from '../helpers/ports.ts';
+import { freePort } from '../kit/ports.ts';
 
 // A DATABASE_URL whose server answers but whose database is not there yet: the start commands
 // said Postgres did not answer. Now they say what is missing, and create it on their own server.

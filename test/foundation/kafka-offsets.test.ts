@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import { testKafka, createTestTopics } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testKafka, createTestTopics } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 
 async function consumeN(kafka: Kafka, groupId: string, topic: string, n: number): Promise<string[]> {

@@ -1,9 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { brokerReady } from '#plumbing/kafka/client.ts';
 import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { freePortRange } from '../kit/ports.ts';
+
+const basePort = await freePortRange(2);
 
 describe('local Kafka lifecycle', () => {
-  const options = { name: `lifecycle-${process.pid}`, nodes: 1 as const, basePort: 29192 };
+  const options = { name: `lifecycle-${process.pid}`, nodes: 1 as const, basePort };
   const first = new LocalKafka(options);
   afterAll(async () => {
     await first.stop();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
 import { listMigrations, migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { selectNewestOutboxPosition } from '#domain/store/outbox.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 
 /**
  * Regression: the newest applied record was found by sorting the text output columns, so id '99'

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUnpublishedOutbox, readNextOutbox, readRelayPosition } from '#domain/store/outbox.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // Migration 0002 replaces applied_outbox.published_at with the relay's cursor. A database that
 // ran the old relay must keep every unpublished row unpublished, and lose no published_at.
@@ -48,7 +49,7 @@ describe('migration 0002 (outbox cursor) on a database with rows from the old re
     const readNext = () => readNextOutbox(db.pool, { limit: 10, maxBytes: 1 << 20 });
     let next = await readNext();
     for (const deadline = Date.now() + 15_000; next.rows.length < 3 && Date.now() < deadline; next = await readNext()) {
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
     expect(next.rows.map((r) => r.event_id)).toEqual(['evt_4', 'evt_5', 'evt_6']);
     // The headers moved to columns.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OLDEST_UNPUBLISHED_OUTBOX_AGE, OUTBOX_HAS_PENDING, outboxHasPending, oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 
 const ROWS = 30_000;
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createPool } from '#plumbing/db/pool.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 
 describe('database pool session settings', () => {
   let db: TestDatabase;

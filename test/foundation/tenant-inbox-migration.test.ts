@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { contractExampleEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
-import { createEmptyDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
 
 let offset = 0;
 function record(envelope: EventEnvelope, text = JSON.stringify(envelope)): SourceRecord {

@@ -6,13 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { send, signedRequest } from '../ingress/helpers.ts';
-import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 // Health the way Kubernetes reads it, on the services run as processes (as deployed): liveness
 // never depends on the broker or the database; on SIGTERM readiness turns 503 at once, the
@@ -64,7 +65,7 @@ function startLoad(port: number) {
     while (!stopped) {
       fire();
       next += 1000 / RATE;
-      await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
+      await sleep(Math.max(0, next - performance.now()));
     }
   })();
   return {
@@ -101,7 +102,7 @@ function poll(url: string) {
         const cause = (error as { cause?: { code?: string } }).cause;
         probes.push({ at, doneAt: performance.now(), result: cause?.code ?? (error as Error).name });
       }
-      await new Promise((r) => setTimeout(r, POLL_MS));
+      await sleep(POLL_MS);
     }
   })();
   return {
@@ -131,7 +132,7 @@ function watchListener(port: number) {
       const at = performance.now();
       const result = await attempt();
       probes.push({ at, doneAt: performance.now(), result });
-      await new Promise((r) => setTimeout(r, POLL_MS));
+      await sleep(POLL_MS);
     }
   })();
   return {
@@ -176,7 +177,7 @@ async function startSlowRequest(port: number) {
   ].join('\r\n');
   const half = Math.floor(request.body.length / 2);
   socket.write(head);
-  await waitFor('100 Continue: the ingress holds the request', async () => answer.startsWith(CONTINUE), 30_000);
+  await eventually(async () => answer.startsWith(CONTINUE), { timeoutMs: 30_000, message: '100 Continue: the ingress holds the request' });
   socket.write(request.body.subarray(0, half));
   return {
     eventId: request.eventId,
@@ -220,8 +221,8 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     LOG_LEVEL: 'info',
     ...extra,
   });
-  const start = (main: string, env: Record<string, string>) => {
-    const service = startServiceProcess(main, env);
+  const start = (kind: 'ingress' | 'worker', env: Record<string, string>) => {
+    const service = spawnService(kind, env);
     running.push(service);
     return service;
   };
@@ -243,7 +244,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
 
   it('a worker waiting for its broker is alive (200) and not ready (503) from the start, and stops on SIGTERM with 0', async () => {
     // Nothing listens on port 1: every start attempt fails (after kafkajs's retries) and is tried again.
-    const worker = start('services/worker/main.ts', workerEnv({ KAFKA_BROKERS: '127.0.0.1:1' }));
+    const worker = start('worker', workerEnv({ KAFKA_BROKERS: '127.0.0.1:1' }));
     const admin = await worker.adminPort();
     const probe = async () => {
       for (const path of ['/livez', '/healthz']) expect((await fetch(`http://127.0.0.1:${admin}${path}`)).status, path).toBe(200);
@@ -263,14 +264,20 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
 
   /** Starts a worker, lets it apply under the load, sends it SIGTERM and checks its drain; returns the timings. */
   async function sigtermWorkerMidLoad(env: Record<string, string>) {
-    const worker = start('services/worker/main.ts', workerEnv(env));
+    const worker = start('worker', workerEnv(env));
     const admin = await worker.adminPort();
-    await waitFor('the worker ready', async () => (await fetch(`http://127.0.0.1:${admin}/readyz`)).status === 200, 60_000);
-    await waitFor('events being applied', async () => worker.stdout().split('"msg":"event processed"').length > 200, 60_000);
+    await eventually(async () => (await fetch(`http://127.0.0.1:${admin}/readyz`)).status === 200, {
+      timeoutMs: 60_000,
+      message: 'the worker ready',
+    });
+    await eventually(async () => worker.stdout().split('"msg":"event processed"').length > 200, {
+      timeoutMs: 60_000,
+      message: 'events being applied',
+    });
     const readiness = poll(`http://127.0.0.1:${admin}/readyz`);
     const liveness = poll(`http://127.0.0.1:${admin}/livez`);
     const listener = watchListener(admin);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
 
     const exited = exitOf(worker);
     const killedAt = performance.now();
@@ -278,7 +285,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     worker.child.kill('SIGTERM');
     // A second SIGTERM during the drain (an impatient operator, a wrapper that forwards signals)
     // must not cut it short.
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     if (worker.child.exitCode === null) worker.child.kill('SIGTERM');
     const exit = await exited;
     await Promise.all([readiness.stop(), liveness.stop(), listener.stop()]);
@@ -338,7 +345,7 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
   }
 
   it('worker, SIGTERM mid-load, no retry topics: the relay still publishes what the last applies committed', async () => {
-    ingress = start('services/ingress/main.ts', {
+    ingress = start('ingress', {
       ...devEnv,
       KAFKA_BROKERS: testBrokers().join(','),
       TOPIC_EVENTS: names.events,
@@ -347,11 +354,10 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
       HOST: '127.0.0.1',
     });
     const port = (await ingress.line('ingress listening')).port as number;
-    await waitFor(
-      'the ingress ready',
-      async () => (await fetch(`http://127.0.0.1:${await ingress.adminPort()}/readyz`)).status === 200,
-      30_000,
-    );
+    await eventually(async () => (await fetch(`http://127.0.0.1:${await ingress.adminPort()}/readyz`)).status === 200, {
+      timeoutMs: 30_000,
+      message: 'the ingress ready',
+    });
     load = startLoad(port);
     // Regression: without retry consumers to close, the relay was stopped right after the last
     // apply committed, and its stop ends after the pass in progress: 23 to 630 applied records
@@ -372,19 +378,19 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     const readiness = poll(`http://127.0.0.1:${admin}/readyz`);
     const liveness = poll(`http://127.0.0.1:${admin}/healthz`);
     const listener = watchListener(port);
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
 
     const slow = await startSlowRequest(port);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
 
     const exited = exitOf(ingress);
     const inFlightAtKill = load.inFlight();
     const killedAt = performance.now();
     ingress.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
     ingress.child.kill('SIGTERM'); // a second one, ignored: the drain goes on
     // The slow request's body arrives while the ingress drains: it is answered, after its ack.
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     const slowAnswer = await slow.finish();
     const exit = await exited;
     await load.stop();
@@ -424,9 +430,9 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     const accepted = new Set([...load.sent.filter((s) => s.status === 202).map((s) => s.eventId), slow.eventId]);
     expect(accepted.size).toBeGreaterThan(RATE);
     expect(await topicRecordCount(kafka, names.events)).toBe(accepted.size);
-    start('services/worker/main.ts', workerEnv({}));
-    await waitFor('the group caught up', () => groupCaughtUp(kafka, group, names.events), 90_000);
-    await waitFor('outbox drained', () => outboxDrained(db.pool), 60_000);
+    start('worker', workerEnv({}));
+    await eventually(() => groupCaughtUp(kafka, group, names.events), { timeoutMs: 90_000, message: 'the group caught up' });
+    await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained' });
     const { rows } = await db.pool.query<{ event_id: string; status: string }>('SELECT event_id, status FROM inbox_events');
     expect(rows.every((r) => r.status === 'applied')).toBe(true);
     expect(new Set(rows.map((r) => r.event_id))).toEqual(accepted);

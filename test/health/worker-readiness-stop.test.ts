@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PoolClient } from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, workerTestConfig } from '../worker/helpers.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 // Regression: the worker's readiness answered 503 at once only to a probe that arrived after the
 // stop began. A probe already waiting on its database round trip (a loaded Postgres, a busy pool)
@@ -29,7 +30,7 @@ describe('worker readiness when the stop begins during a database round trip', (
       }),
       { onFailure: async () => 'handled' },
     );
-    await waitFor('the worker ready', async () => (await worker!.readiness()).ready, 60_000);
+    await eventually(async () => (await worker!.readiness()).ready, { timeoutMs: 60_000, message: 'the worker ready' });
   });
   afterAll(async () => {
     await worker?.close();
@@ -42,7 +43,7 @@ describe('worker readiness when the stop begins during a database round trip', (
       for (let i = 0; i < POOL_SIZE; i += 1) held.push(await worker!.pool.connect());
       let answered = false;
       const probe = worker!.readiness().finally(() => (answered = true));
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       expect(answered, 'the probe waits for the database').toBe(false);
 
       const stopAt = performance.now();

@@ -6,10 +6,11 @@ import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
 
@@ -73,17 +74,17 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
   });
 
   it.each([
-    ['ingress', 'services/ingress/main.ts', ingressEnv],
-    ['worker', 'services/worker/main.ts', workerEnv],
-  ] as const)('%s: loopback by default, every interface with ADMIN_HOST=0.0.0.0', async (_name, main, env) => {
-    const local = startServiceProcess(main, env({}));
+    ['ingress', ingressEnv],
+    ['worker', workerEnv],
+  ] as const)('%s: loopback by default, every interface with ADMIN_HOST=0.0.0.0', async (kind, env) => {
+    const local = spawnService(kind, env({}));
     running.push(local);
     const localPort = await local.adminPort();
     expect(await reachable('127.0.0.1', localPort)).toBe(true);
     expect(await reachable(externalAddress(), localPort)).toBe(false);
     await local.stop();
 
-    const everywhere = startServiceProcess(main, env({ ADMIN_HOST: '0.0.0.0' }));
+    const everywhere = spawnService(kind, env({ ADMIN_HOST: '0.0.0.0' }));
     running.push(everywhere);
     const port = await everywhere.adminPort();
     expect(await reachable(externalAddress(), port)).toBe(true);
@@ -96,7 +97,7 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
   it('ingress /readyz names its checks with booleans; why the broker check fails is in the log only', async () => {
     // A topic that does not exist: the broker check fails with the broker's own words.
     const missing = uniqueName('no-such-topic');
-    const ingress = startServiceProcess('services/ingress/main.ts', ingressEnv({ TOPIC_EVENTS: missing }));
+    const ingress = spawnService('ingress', ingressEnv({ TOPIC_EVENTS: missing }));
     running.push(ingress);
     const port = await ingress.adminPort();
     let answer: { status: number; body: string } | undefined;
@@ -105,7 +106,7 @@ describe('ADMIN_HOST: where the admin port listens (services as processes)', () 
       const res = await fetch(`http://127.0.0.1:${port}/readyz`);
       answer = { status: res.status, body: await res.text() };
       if (ingress.stdout().includes('"readiness check failing"')) break;
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     expect(answer!.status).toBe(503);
     expect(JSON.parse(answer!.body)).toEqual({ ready: false, checks: { broker: false, accepting: true } });

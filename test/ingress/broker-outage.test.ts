@@ -2,13 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { post, readTopic, readyz, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import { createTestTopics, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { post, readTopic, readyz, signedRequest, startTestIngress } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
+
+const basePort = await freePortRange(2);
 
 // A broker of the test's own (never the shared one) is stopped and started under a live ingress.
 describe('ingress during a broker outage', () => {
-  const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort: 29292 });
+  const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort });
   let kafka: Kafka;
   let topic: string;
   let ingress: IngressHandle;
@@ -53,7 +57,7 @@ describe('ingress during a broker outage', () => {
     // Whatever the producer was doing when the broker went away: never a 2xx from here on.
     const during = await sendSome(10);
     expect(during).toEqual(Array(10).fill(503));
-    await waitFor(async () => (await readyz(ingress)) === 503, 10_000, 'readiness to turn false');
+    await eventually(async () => (await readyz(ingress)) === 503, { timeoutMs: 10_000, message: 'readiness to turn false' });
 
     // Once the outage is known, refusals are fast instead of waiting for the ack timeout.
     const started = performance.now();
@@ -61,8 +65,8 @@ describe('ingress during a broker outage', () => {
     expect((performance.now() - started) / 20).toBeLessThan(100);
 
     await cluster.startNode(1);
-    await waitFor(async () => (await readyz(ingress)) === 200, 60_000, 'readiness to turn true');
-    await waitFor(async () => (await sendSome(1))[0] === 202, 30_000, 'a 202 after the restart');
+    await eventually(async () => (await readyz(ingress)) === 200, { timeoutMs: 60_000, message: 'readiness to turn true' });
+    await eventually(async () => (await sendSome(1))[0] === 202, { timeoutMs: 30_000, message: 'a 202 after the restart' });
     expect(await sendSome(10)).toEqual(Array(10).fill(202));
 
     // Every 2xx is on the topic; anything else on it was answered 503 (the provider retries it).

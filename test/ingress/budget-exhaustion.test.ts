@@ -2,8 +2,9 @@ import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { post, signedRequest, startTestIngress } from './helpers.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 // An anonymous client must not be able to starve the ingress of its in-flight body budget or its
 // sockets: nothing it declares is reserved before the bytes arrive, one address holds at most its
@@ -52,7 +53,6 @@ async function metric(ingress: IngressHandle, pattern: RegExp): Promise<number |
 }
 
 const portOf = (ingress: IngressHandle) => Number(new URL(ingress.url).port);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('the in-flight body budget against clients that never send their bodies', () => {
   let kafka: Kafka;
@@ -94,7 +94,7 @@ describe('the in-flight body budget against clients that never send their bodies
     };
     const attack = [...Array.from({ length: 64 }, holdHeadersOnly), ...Array.from({ length: 4 }, trickle)];
     try {
-      await waitFor(() => ingress.activeRequests() >= 64, 10_000, 'the attacking requests to be in');
+      await eventually(() => ingress.activeRequests() >= 64, { timeoutMs: 10_000, message: 'the attacking requests to be in' });
       // The signed sender: one request every 50 ms for 8 s, each answered on its own.
       const answers: Array<Promise<number>> = [];
       let heldDuring = 0;
@@ -133,14 +133,16 @@ describe('the in-flight body budget against clients that never send their bodies
         fillers.push(a);
         a.head(60 * 1024);
         a.socket.write(Buffer.alloc(60 * 1024 - 1, 0x20));
-        await waitFor(
+        await eventually(
           async () =>
             a.status() !== undefined || (await metric(ingress, /^webhook_inflight_body_bytes /))! >= Math.min(4, i + 1) * (60 * 1024 - 1),
-          5000,
-          `filler ${i} read`,
+          { timeoutMs: 5000, message: `filler ${i} read` },
         );
       }
-      await waitFor(() => fillers.filter((a) => a.status() !== undefined).length === 4, 5000, 'four fillers refused');
+      await eventually(() => fillers.filter((a) => a.status() !== undefined).length === 4, {
+        timeoutMs: 5000,
+        message: 'four fillers refused',
+      });
       const refused = fillers.filter((a) => a.status() !== undefined);
       for (const a of refused) {
         expect(a.status()).toBe(429);
@@ -180,7 +182,10 @@ describe('the in-flight body budget against clients that never send their bodies
         slowHeaders.socket.write('X-Pad: 1\r\n');
       }, 200);
       try {
-        await waitFor(() => stalled.closed && trickler.closed && slowHeaders.closed, 10_000, 'all three cut off');
+        await eventually(() => stalled.closed && trickler.closed && slowHeaders.closed, {
+          timeoutMs: 10_000,
+          message: 'all three cut off',
+        });
       } finally {
         clearInterval(trickling);
       }

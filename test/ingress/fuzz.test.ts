@@ -3,7 +3,7 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { HMAC_SECRET, post, send, signedRequest, startTestIngress, STD_SECRET, topicRecordCount } from './helpers.ts';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261129);

@@ -5,7 +5,7 @@ import { signWebhook } from '#domain/signing/index.ts';
 import type { SignatureScheme } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressConfig, type IngressHandle } from '#services/ingress/ingress.ts';
-export { readTopic, topicRecordCount, type ReadRecord } from '../helpers/kafka.ts';
+export { readTopic, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
@@ -132,15 +132,6 @@ function sendOnce(
 
 export function post(baseUrl: string, signed: SignedRequest): Promise<Answer> {
   return send(baseUrl, signed);
-}
-
-export async function waitFor(condition: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
 export async function readyz(handle: IngressHandle): Promise<number> {

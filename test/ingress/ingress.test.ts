@@ -9,7 +9,7 @@ import { signWebhook } from '#domain/signing/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { loadSources } from '#domain/sources/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import {
   HMAC_SECRET,
   HMAC_SECRET_NEXT,
@@ -22,6 +22,7 @@ import {
   STD_SECRET,
   topicRecordCount,
 } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 describe('ingress against the real broker', () => {
   let kafka: Kafka;
@@ -310,10 +311,10 @@ describe('ingress against the real broker', () => {
       const r = signedRequest({ secret: 'some-other-secret-0123456789' });
       const head = [`POST ${path} HTTP/1.1`, 'Host: x', `Content-Length: ${r.body.length}`, ...r.headers.map(([k, v]) => `${k}: ${v}`)];
       socket.write(`${head.join('\r\n')}\r\n\r\n`);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       const beforeBody = answer;
       socket.write(r.body);
-      while (!/\r\n\r\n/.test(answer)) await new Promise((resolve) => setTimeout(resolve, 20));
+      while (!/\r\n\r\n/.test(answer)) await sleep(20);
       socket.destroy();
       return { beforeBody, status: answer.slice(9, 12) };
     };

@@ -3,9 +3,10 @@ import net from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { post, signedRequest, startTestIngress, waitFor } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { post, signedRequest, startTestIngress } from './helpers.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
+import { eventually } from '../kit/eventually.ts';
 
 /** A raw HTTP/1.1 client: the test decides when each part of the request goes out. */
 class RawClient {
@@ -119,12 +120,12 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       for (const c of [idle, kept]) {
         c.head('/webhooks/acme', { 'Content-Length': '2' });
         c.socket.write('{}');
-        await waitFor(() => c.status() !== undefined, 5000, 'an answer');
+        await eventually(() => c.status() !== undefined, { timeoutMs: 5000, message: 'an answer' });
         expect(c.status()).toBe(401);
         expect(c.header('Connection')?.toLowerCase()).toBe('keep-alive');
       }
       const answered = Date.now();
-      await waitFor(() => idle.closed, 5000, 'the idle connection to be closed');
+      await eventually(() => idle.closed, { timeoutMs: 5000, message: 'the idle connection to be closed' });
       expect(Date.now() - answered).toBeGreaterThanOrEqual(250);
       expect(kept.closed).toBe(false);
     } finally {
@@ -148,13 +149,13 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       const extra = new RawClient(port(ingress));
       await extra.connected().catch(() => {});
       extra.head('/webhooks/acme', { 'Content-Length': '2' });
-      await waitFor(() => extra.closed, 5000, 'the connection over the cap to be closed');
+      await eventually(() => extra.closed, { timeoutMs: 5000, message: 'the connection over the cap to be closed' });
       expect(extra.answer).toBe('');
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="max_connections"\}/)).toBe(1);
       // The held connections still work.
       held[0]!.head('/webhooks/acme', { 'Content-Length': '2' });
       held[0]!.socket.write('{}');
-      await waitFor(() => held[0]!.status() !== undefined, 5000, 'an answer on a held connection');
+      await eventually(() => held[0]!.status() !== undefined, { timeoutMs: 5000, message: 'an answer on a held connection' });
       expect(held[0]!.status()).toBe(401);
     } finally {
       for (const c of held) c.socket.destroy();
@@ -173,22 +174,25 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
         c.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
         clients.push(c);
       }
-      await waitFor(() => ingress.activeRequests() === 2, 5000, 'two requests in');
+      await eventually(() => ingress.activeRequests() === 2, { timeoutMs: 5000, message: 'two requests in' });
       expect(await metric(ingress, /^webhook_inflight_body_bytes /)).toBe(0);
       // Each sends all but its last byte: now held.
       for (const c of clients) c.socket.write(Buffer.alloc(40 * 1024 - 1, 0x20));
       const held = 2 * (40 * 1024 - 1);
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === held, 5000, '80 KiB held');
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === held, {
+        timeoutMs: 5000,
+        message: '80 KiB held',
+      });
       const third = new RawClient(port(ingress));
       await third.connected();
       third.head('/webhooks/acme', { 'Content-Length': String(40 * 1024) });
       third.socket.write(Buffer.alloc(40 * 1024, 0x20));
-      await waitFor(() => third.status() !== undefined, 5000, 'an answer to the request over the budget');
+      await eventually(() => third.status() !== undefined, { timeoutMs: 5000, message: 'an answer to the request over the budget' });
       expect(third.status()).toBe(503);
       expect(third.header('retry-after')).toBe('5');
       expect(third.header('connection')).toBe('close');
       expect(third.answer).toContain('{"error":"unavailable"}');
-      await waitFor(() => third.closed, 5000, 'the refused connection to close');
+      await eventually(() => third.closed, { timeoutMs: 5000, message: 'the refused connection to close' });
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
       expect(await metric(ingress, /^webhook_inflight_body_bytes /)).toBe(held);
       // A small request still fits.
@@ -196,15 +200,18 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       await small.connected();
       small.head('/webhooks/acme', { 'Content-Length': '2' });
       small.socket.write('{}');
-      await waitFor(() => small.status() !== undefined, 5000, 'an answer to the small request');
+      await eventually(() => small.status() !== undefined, { timeoutMs: 5000, message: 'an answer to the small request' });
       expect(small.status()).toBe(401);
       small.socket.destroy();
 
       // The held bodies end: each is answered (401: not signed) and its bytes are released.
       for (const c of clients) c.socket.write(' ');
-      await waitFor(() => clients.every((c) => c.status() !== undefined), 5000, 'answers to the held requests');
+      await eventually(() => clients.every((c) => c.status() !== undefined), { timeoutMs: 5000, message: 'answers to the held requests' });
       expect(clients.map((c) => c.status())).toEqual([401, 401]);
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, 5000, 'the budget released');
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, {
+        timeoutMs: 5000,
+        message: 'the budget released',
+      });
       // A real webhook goes through once the budget is free again.
       expect((await post(ingress.url, signedRequest())).status).toBe(202);
     } finally {
@@ -221,31 +228,35 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
       chunked.head('/webhooks/acme', { 'Transfer-Encoding': 'chunked' });
       const chunk = (bytes: number) => chunked.socket.write(`${bytes.toString(16)}\r\n${' '.repeat(bytes)}\r\n`);
       chunk(32 * 1024);
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 32 * 1024, 5000, '32 KiB held');
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 32 * 1024, {
+        timeoutMs: 5000,
+        message: '32 KiB held',
+      });
       expect(chunked.status()).toBeUndefined();
       chunk(40 * 1024);
-      await waitFor(() => chunked.status() !== undefined, 5000, 'an answer once the body passes the budget');
+      await eventually(() => chunked.status() !== undefined, { timeoutMs: 5000, message: 'an answer once the body passes the budget' });
       expect(chunked.status()).toBe(503);
       expect(chunked.header('retry-after')).toBe('5');
-      await waitFor(() => chunked.closed, 5000, 'the connection to close');
-      await waitFor(
-        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0,
-        5000,
-        'the budget released after the refusal',
-      );
+      await eventually(() => chunked.closed, { timeoutMs: 5000, message: 'the connection to close' });
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, {
+        timeoutMs: 5000,
+        message: 'the budget released after the refusal',
+      });
 
       const aborted = new RawClient(port(ingress));
       await aborted.connected();
       aborted.head('/webhooks/acme', { 'Content-Length': String(30 * 1024) });
       aborted.socket.write(Buffer.alloc(10 * 1024, 0x20));
       // What arrived is held, not what was declared.
-      await waitFor(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 10 * 1024, 5000, 'the 10 KiB sent held');
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 10 * 1024, {
+        timeoutMs: 5000,
+        message: 'the 10 KiB sent held',
+      });
       aborted.socket.destroy();
-      await waitFor(
-        async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0,
-        5000,
-        'the budget released after the abort',
-      );
+      await eventually(async () => (await metric(ingress, /^webhook_inflight_body_bytes /)) === 0, {
+        timeoutMs: 5000,
+        message: 'the budget released after the abort',
+      });
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="inflight_body_bytes"\}/)).toBe(1);
     } finally {
       await ingress.close();

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { HMAC_SECRET, HMAC_SECRET_NEXT, readTopic, send, startTestIngress, topicRecordCount } from './helpers.ts';
 
 // A provider following seed 004 to the letter: X-Webhook-Signature is the bare hex HMAC-SHA256 of

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,25 +5,12 @@ import { parseEnv } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
-import { bundlePath } from '../../infra/build/build.ts';
+import { spawnService } from '../kit/service.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8'));
-
-function runMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, [bundlePath('services/ingress/main.ts')], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
-  return { child, exited, output: () => ({ stdout, stderr }) };
-}
 
 describe('ingress shutdown and start-up', () => {
   let kafka: Kafka;
@@ -57,7 +42,7 @@ describe('ingress shutdown and start-up', () => {
   });
 
   it('runs as a process with the dev sources, and exits 0 on SIGTERM', async () => {
-    const run = runMain({
+    const run = spawnService('ingress', {
       ...devEnv,
       KAFKA_BROKERS: testBrokers().join(','),
       TOPIC_EVENTS: topic,
@@ -69,20 +54,20 @@ describe('ingress shutdown and start-up', () => {
     let port: number | undefined;
     while (port === undefined && Date.now() < deadline && run.child.exitCode === null) {
       const line = run
-        .output()
-        .stdout.split('\n')
+        .stdout()
+        .split('\n')
         .find((l) => l.includes('"ingress listening"'));
       if (line) port = (JSON.parse(line) as { port: number }).port;
-      else await new Promise((r) => setTimeout(r, 50));
+      else await sleep(50);
     }
-    expect(port, run.output().stderr).toBeDefined();
+    expect(port, run.stderr()).toBeDefined();
     const answer = await post(`http://127.0.0.1:${port}`, signedRequest({ source: 'demo', secret: devEnv.DEMO_SECRET! }));
     expect(answer.status).toBe(202);
     run.child.kill('SIGTERM');
-    expect(await run.exited).toBe(0);
+    expect((await run.exited).code).toBe(0);
     const lines = run
-      .output()
-      .stdout.split('\n')
+      .stdout()
+      .split('\n')
       .filter((l) => l.startsWith('{'));
     expect(lines.some((l) => l.includes('"ingress stopped"'))).toBe(true);
     const request = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.status === 202)!;
@@ -90,8 +75,8 @@ describe('ingress shutdown and start-up', () => {
     expect(request.body_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(typeof request.latency_ms).toBe('number');
     // Never a secret or a signature in the logs.
-    expect(run.output().stdout).not.toContain(devEnv.DEMO_SECRET!);
-    expect(run.output().stdout).not.toMatch(/v1=[0-9a-f]{64}/);
+    expect(run.stdout()).not.toContain(devEnv.DEMO_SECRET!);
+    expect(run.stdout()).not.toMatch(/v1=[0-9a-f]{64}/);
   });
 
   it('refuses to start when two sources share a secret, and the dev sources do not', async () => {
@@ -105,7 +90,7 @@ describe('ingress shutdown and start-up', () => {
         ],
       }),
     );
-    const run = runMain({
+    const run = spawnService('ingress', {
       KAFKA_BROKERS: testBrokers().join(','),
       TOPIC_EVENTS: topic,
       PORT: '0',
@@ -114,13 +99,16 @@ describe('ingress shutdown and start-up', () => {
       SHOP_SECRET: 'one-secret-for-two-sources-0123456789',
       SHOP_EU_SECRET: 'one-secret-for-two-sources-0123456789',
     });
-    const code = await Promise.race([run.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 15_000))]);
+    const code = await Promise.race([
+      run.exited.then((e) => e.code),
+      new Promise<string>((r) => setTimeout(() => r('still running'), 15_000)),
+    ]);
     if (code === 'still running') run.child.kill('SIGKILL');
     expect(code).toBe(1);
-    expect(run.output().stderr).toContain(
+    expect(run.stderr()).toContain(
       'source "shop-eu" secret "shop-eu-1" has the same value as source "shop" secret "shop-1": a request signed for one would verify for the other',
     );
-    expect(run.output().stderr).not.toContain('one-secret-for-two-sources');
+    expect(run.stderr()).not.toContain('one-secret-for-two-sources');
     // demo and demo-strict once shared DEMO_SECRET: a request signed for one verified for the other.
     expect(devEnv.DEMO_STRICT_SECRET).toBeTruthy();
     const devSecrets = [
@@ -141,8 +129,8 @@ describe('ingress shutdown and start-up', () => {
       ADMIN_PORT: '0',
     };
     delete env.DEMO_STD_SECRET;
-    const run = runMain(env);
-    expect(await run.exited).toBe(1);
-    expect(run.output().stderr).toContain('DEMO_STD_SECRET is not set');
+    const run = spawnService('ingress', env);
+    expect((await run.exited).code).toBe(1);
+    expect(run.stderr()).toContain('DEMO_STD_SECRET is not set');
   });
 });

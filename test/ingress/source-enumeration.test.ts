@@ -3,7 +3,7 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { send, startTestIngress, testSources } from './helpers.ts';
 
 // DESIGN.md: an unknown source is answered exactly like a bad signature, so source ids cannot be

@@ -5,8 +5,9 @@ import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher, PublishError } from '#services/ingress/publisher.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const ACK_TIMEOUT_MS = 2_000;
 const LINGER_MS = 1_000;
@@ -48,7 +49,7 @@ describe('ingress publisher: the producer after a batch refused as too large', (
         try {
           return await send(record);
         } catch (error) {
-          await new Promise((r) => setTimeout(r, Math.max(0, started + FAILURE_SEEN_AFTER_MS - Date.now())));
+          await sleep(Math.max(0, started + FAILURE_SEEN_AFTER_MS - Date.now()));
           throw error;
         }
       };
@@ -72,10 +73,7 @@ describe('ingress publisher: the producer after a batch refused as too large', (
       probeIntervalMs: 500,
     });
     await publisher.start();
-    for (const deadline = Date.now() + 30_000; !publisher.available;) {
-      if (Date.now() > deadline) throw new Error('the publisher never saw the broker');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await eventually(() => publisher.available, { timeoutMs: 30_000, message: 'the publisher to see the broker' });
   });
 
   afterAll(async () => {
@@ -99,7 +97,7 @@ describe('ingress publisher: the producer after a batch refused as too large', (
     // Both past their deadline before the refusal came back.
     expect(first).toEqual(['ack_timeout', 'ack_timeout']);
     // Let the refusal arrive and be handled.
-    await new Promise((r) => setTimeout(r, FAILURE_SEEN_AFTER_MS));
+    await sleep(FAILURE_SEEN_AFTER_MS);
 
     const next = await outcome(publisher.publish({ key: small, value: Buffer.from('{"n":2}'), headers: { 'event-id': 'evt_next' } }));
     const onTopic = (await readTopic(kafka, topic)).map((r) => r.headers['event-id']);

@@ -4,10 +4,10 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 
 // The dashboard and the alerting rules name metrics; the running services must export every one
 // of them, so a renamed or removed metric fails here instead of leaving an empty panel or an
@@ -59,14 +59,14 @@ describe('dashboard and alerts name only metrics the running services export', (
       { id: 'k_old', env: 'DEMO_SECRET', retireAfter: '2027-02-01T00:00:00Z' },
     ];
     writeFileSync(sourcesFile, JSON.stringify({ sources: [{ id: 'rotating', secrets, tenants: ['tenant_acme'] }] }));
-    const ingress = startServiceProcess('services/ingress/main.ts', {
+    const ingress = spawnService('ingress', {
       ...devEnv,
       ...common,
       WEBHOOK_SOURCES_FILE: sourcesFile,
       PORT: '0',
       HOST: '127.0.0.1',
     });
-    const worker = startServiceProcess('services/worker/main.ts', {
+    const worker = spawnService('worker', {
       ...common,
       DATABASE_URL: db.url,
       CONSUMER_GROUP: uniqueName('theme-applier'),

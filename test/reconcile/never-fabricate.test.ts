@@ -17,10 +17,11 @@ import { createWorkerMetrics } from '#services/worker/metrics.ts';
 import { startWorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
 import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { workerTestConfig } from '../worker/helpers.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 const OTHER_TENANT = 'tenant_other';
@@ -105,12 +106,12 @@ describe('a 404 is evidence for an operator, never a delete at an invented versi
   it('unseen: an API that always answers 404 leaves v5 as pushed, and the real v6 applies (regression: tombstone v6, then v6 dropped)', async () => {
     const id = freshId('thm');
     await post('prov', event(id, 5, 'updated', 'pushed v5'));
-    await waitFor('the pull asked the API', async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, 30_000);
+    await eventually(async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, { timeoutMs: 30_000, message: 'the pull asked the API' });
     await h.worker.reconcile!.idle();
     await h.settle();
     expect(await h.state(TENANT, id)).toMatchObject({ version: 5, deleted: false, data: { name: 'pushed v5' } });
     await post('prov', event(id, 6, 'updated', 'real v6'));
-    await waitFor('v6 applied', async () => (await h.state(TENANT, id))?.version === 6, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 6, { timeoutMs: 30_000, message: 'v6 applied' });
     expect(await h.state(TENANT, id)).toMatchObject({ version: 6, deleted: false, data: { name: 'real v6' } });
     expect(await fromReconcile(id)).toEqual([]);
     expect(await metric(h.worker, 'unseen', 'gone')).toBeGreaterThanOrEqual(1);
@@ -145,9 +146,9 @@ describe('a 404 is evidence for an operator, never a delete at an invented versi
   it('gap: a 404 publishes nothing; the pushed update that triggered the pull stays applied', async () => {
     const id = freshId('thm');
     await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await post('prov', event(id, 3, 'updated', 'pushed v3'));
-    await waitFor('the pull asked the API', async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, 30_000);
+    await eventually(async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, { timeoutMs: 30_000, message: 'the pull asked the API' });
     await h.worker.reconcile!.idle();
     await h.settle();
     expect(await h.state(TENANT, id)).toMatchObject({ version: 3, deleted: false, data: { name: 'pushed v3' } });
@@ -157,19 +158,19 @@ describe('a 404 is evidence for an operator, never a delete at an invented versi
   it('a 404 for a resource the pushed delete left as a tombstone agrees with it: nothing for an operator', async () => {
     const id = freshId('thm');
     await post('prov', { ...event(id, 3, 'deleted'), data: {} });
-    await waitFor('the pull asked the API', async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, 30_000);
+    await eventually(async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, { timeoutMs: 30_000, message: 'the pull asked the API' });
     await h.worker.reconcile!.idle();
     expect(await h.state(TENANT, id)).toMatchObject({ version: 3, deleted: true });
-    await waitFor('no pull owed', async () => (await pullRecord(id)) === undefined, 10_000);
+    await eventually(async () => (await pullRecord(id)) === undefined, { timeoutMs: 10_000, message: 'no pull owed' });
   });
 
   it("a 410 that states the deletion's version leaves a tombstone at the provider's version", async () => {
     const id = freshId('thm');
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 410, body: { version: 8 } });
     await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await post('prov', event(id, 4, 'updated'));
-    await waitFor('tombstone v8', async () => (await h.state(TENANT, id))?.deleted === true, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.deleted === true, { timeoutMs: 30_000, message: 'tombstone v8' });
     expect((await h.state(TENANT, id))!.version).toBe(8);
     expect(await fromReconcile(id)).toEqual([{ status: 'applied', event_type: 'theme.deleted' }]);
   });
@@ -180,14 +181,14 @@ describe('what a pull may apply', () => {
     const id = freshId('thm');
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: Number.MAX_SAFE_INTEGER, data: data('absurd') } });
     await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await post('prov', event(id, 3, 'updated'));
-    await waitFor('the pull asked the API', async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, 30_000);
+    await eventually(async () => api.count(`/api/${TENANT}/themes/${id}`) >= 1, { timeoutMs: 30_000, message: 'the pull asked the API' });
     await h.worker.reconcile!.idle();
     await h.settle();
     expect((await h.state(TENANT, id))!.version).toBe(3);
     await post('prov', event(id, 4, 'updated', 'real v4'));
-    await waitFor('v4 applied', async () => (await h.state(TENANT, id))?.version === 4, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 4, { timeoutMs: 30_000, message: 'v4 applied' });
     expect(await pullRecord(id)).toMatchObject({ status: 'failed', last_outcome: 'implausible' });
   });
 });
@@ -198,7 +199,7 @@ describe('a failed pull is durable and retried with the backoff', () => {
     const asked: number[] = [];
     api.replies.set(`/down/${id}`, () => (asked.push(Date.now()), { status: 503, body: { error: 'down' } }));
     await post('down', event(id, 2, 'updated'));
-    await waitFor('retries exhausted', async () => (await pullRecord(id))?.status === 'failed', 60_000);
+    await eventually(async () => (await pullRecord(id))?.status === 'failed', { timeoutMs: 60_000, message: 'retries exhausted' });
     // One pull and one per level of the schedule, each at least its delay after the one before.
     expect(asked).toHaveLength(1 + PULL_RETRY_DELAYS_MS.length);
     asked.slice(1).forEach((at, i) => expect(at - asked[i]!).toBeGreaterThanOrEqual(PULL_RETRY_DELAYS_MS[i]! - 20));
@@ -212,7 +213,10 @@ describe('a failed pull is durable and retried with the backoff', () => {
     const where = `/down/${id}`;
     api.replies.set(where, { status: 503, body: { error: 'down' } });
     await post('down', event(id, 2, 'updated'));
-    await waitFor('the pull was recorded as failed', async () => (await pullRecord(id))?.status === 'retrying', 30_000);
+    await eventually(async () => (await pullRecord(id))?.status === 'retrying', {
+      timeoutMs: 30_000,
+      message: 'the pull was recorded as failed',
+    });
     expect(await metric(h.worker, 'unseen', 'failed')).toBeGreaterThanOrEqual(1);
     await h.worker.close();
     const asked = api.count(where);
@@ -227,9 +231,12 @@ describe('a failed pull is durable and retried with the backoff', () => {
       }),
       { adminServer: false },
     );
-    await waitFor('v9 applied after the restart', async () => (await h.state(TENANT, id))?.version === 9, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 9, {
+      timeoutMs: 30_000,
+      message: 'v9 applied after the restart',
+    });
     expect(api.count(where)).toBeGreaterThan(asked);
-    await waitFor('the record is resolved', async () => (await pullRecord(id)) === undefined, 10_000);
+    await eventually(async () => (await pullRecord(id)) === undefined, { timeoutMs: 10_000, message: 'the record is resolved' });
   });
 });
 
@@ -273,7 +280,10 @@ describe('a pull dropped from a full queue', () => {
         })),
       );
       // One runs (held at the API), one waits, the third is dropped: recorded, not lost.
-      await waitFor('the dropped pull recorded', async () => (await pullRecord(ids[2]!))?.status === 'pending', 10_000);
+      await eventually(async () => (await pullRecord(ids[2]!))?.status === 'pending', {
+        timeoutMs: 10_000,
+        message: 'the dropped pull recorded',
+      });
       const { rows } = await h.db.pool.query<{ last_reason: string }>('SELECT last_reason FROM reconcile_pulls WHERE resource_id = $1', [
         ids[2],
       ]);
@@ -281,8 +291,15 @@ describe('a pull dropped from a full queue', () => {
       const dropped = (await registry.getSingleMetric('reconciliations_total')!.get()).values.find((v) => v.labels.outcome === 'dropped');
       expect(dropped?.value).toBe(1);
       release();
-      for (const id of ids) await waitFor(`${id} pulled and applied`, async () => (await h.state(TENANT, id))?.version === 3, 30_000);
-      await waitFor('nothing owed', async () => (await Promise.all(ids.map(pullRecord))).every((r) => r === undefined), 10_000);
+      for (const id of ids)
+        await eventually(async () => (await h.state(TENANT, id))?.version === 3, {
+          timeoutMs: 30_000,
+          message: `${id} pulled and applied`,
+        });
+      await eventually(async () => (await Promise.all(ids.map(pullRecord))).every((r) => r === undefined), {
+        timeoutMs: 10_000,
+        message: 'nothing owed',
+      });
     } finally {
       await reconcile.close();
       server.closeAllConnections();
@@ -366,7 +383,7 @@ describe('the request and the answer, against a real HTTP server', () => {
     expect(report.outcome).toBe('failed');
     expect(report.reason).toMatch(/1048576 bytes/);
     expect(Date.now() - started).toBeLessThan(10_000);
-    await waitFor('the server saw the connection closed', async () => written.closed, 5000);
+    await eventually(async () => written.closed, { timeoutMs: 5000, message: 'the server saw the connection closed' });
   });
 
   it('stops at the limit for a gzip answer too (counting what it decompresses to)', async () => {

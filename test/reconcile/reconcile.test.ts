@@ -4,10 +4,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, waitFor, type Harness } from '../contract/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
 import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
-import { testBrokers } from '../helpers/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
 // The ingress lets source "prov" publish for this tenant too, but its reconcile settings do not cover it.
@@ -87,9 +88,9 @@ describe('push, then pull', () => {
     const id = freshId('thm');
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 7, data: data('pulled v7') } });
     await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await post('prov', event(id, 5, 'updated'));
-    await waitFor('pulled v7 applied', async () => (await h.state(TENANT, id))?.version === 7, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 7, { timeoutMs: 30_000, message: 'pulled v7 applied' });
     expect((await h.state(TENANT, id))!.data).toMatchObject({ name: 'pulled v7' });
     expect(api.requests.find((r) => r.path.includes(id))!.authorization).toBe(`Bearer ${TOKEN}`);
     expect(await reconcileRows(id)).toEqual([{ status: 'applied', source: 'reconcile', reconcile_trigger: 'gap', resource_version: '7' }]);
@@ -103,7 +104,7 @@ describe('push, then pull', () => {
     const id = freshId('thm');
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { resource: { version: 4 }, data: data('pulled v4') } });
     await post('prov', event(id, 3, 'updated'));
-    await waitFor('pulled v4 applied', async () => (await h.state(TENANT, id))?.version === 4, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 4, { timeoutMs: 30_000, message: 'pulled v4 applied' });
     expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['unseen']);
   });
 
@@ -112,9 +113,9 @@ describe('push, then pull', () => {
     api.replies.set(`/api/${OTHER_TENANT}/themes/${id}`, { status: 200, body: { version: 9, data: data('must not be pulled') } });
     const unseen = { ...event(id, 3, 'updated'), tenant_id: OTHER_TENANT };
     await post('prov', unseen);
-    await waitFor('v3 applied', async () => (await h.state(OTHER_TENANT, id))?.version === 3, 30_000);
+    await eventually(async () => (await h.state(OTHER_TENANT, id))?.version === 3, { timeoutMs: 30_000, message: 'v3 applied' });
     // A pull would be queued right after the commit; give it time to show up if it were.
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     expect(api.requests.filter((r) => r.path.includes(id))).toEqual([]);
     expect((await h.state(OTHER_TENANT, id))?.version).toBe(3);
   });
@@ -124,9 +125,9 @@ describe('push, then pull', () => {
     const eventId = freshEventId();
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 2, data: data('truth v2') } });
     await post('prov', event(id, 1, 'created', 'first', eventId));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await post('prov', event(id, 1, 'created', 'other content', eventId));
-    await waitFor('pulled v2 applied', async () => (await h.state(TENANT, id))?.version === 2, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 2, { timeoutMs: 30_000, message: 'pulled v2 applied' });
     expect((await h.state(TENANT, id))!.data).toMatchObject({ name: 'truth v2' });
     expect(await h.anomalies(TENANT, eventId)).toBe(1);
     expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['quarantine']);
@@ -138,15 +139,14 @@ describe('push, then pull', () => {
     api.replies.set(`/flaky/${slow}`, { hang: 1000 });
     for (const id of bad) api.replies.set(`/flaky/${id}`, { status: 503, body: { error: 'down' } });
     await post('flaky', event(slow, 2, 'updated'));
-    await waitFor('slow pull failed', async () => (await metric('unseen', 'failed')) >= 1, 30_000);
+    await eventually(async () => (await metric('unseen', 'failed')) >= 1, { timeoutMs: 30_000, message: 'slow pull failed' });
     // Two timed-out tries: two failures of three.
     expect(api.count(`/flaky/${slow}`)).toBe(2);
     for (const id of bad) await post('flaky', event(id, 2, 'updated'));
-    await waitFor(
-      'all pulls settled',
-      async () => (await metric('unseen', 'failed')) + (await metric('unseen', 'circuit_open')) >= 4,
-      30_000,
-    );
+    await eventually(async () => (await metric('unseen', 'failed')) + (await metric('unseen', 'circuit_open')) >= 4, {
+      timeoutMs: 30_000,
+      message: 'all pulls settled',
+    });
     await h.worker.reconcile!.idle();
     // The third failure opened the breaker: the remaining resources were not requested at all.
     expect(api.count('/flaky/')).toBe(3);
@@ -156,21 +156,22 @@ describe('push, then pull', () => {
     // The API recovers. The pulls that failed are owed (reconcile_pulls) and come back on the retry
     // schedule: while any of them still failed, its retry could reopen the breaker after the cooldown.
     for (const id of [slow, ...bad]) api.replies.set(`/flaky/${id}`, { status: 200, body: { version: 3, data: data('recovered') } });
-    await new Promise((resolve) => setTimeout(resolve, 1600));
+    await sleep(1600);
     const healed = freshId('ok');
     api.replies.set(`/flaky/${healed}`, { status: 200, body: { version: 9, data: data('healed') } });
     await post('flaky', event(healed, 2, 'updated'));
-    await waitFor('healed v9 applied', async () => (await h.state(TENANT, healed))?.version === 9, 30_000);
+    await eventually(async () => (await h.state(TENANT, healed))?.version === 9, { timeoutMs: 30_000, message: 'healed v9 applied' });
     expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('closed');
     // The owed pulls, refused while the breaker was open, are pulled once it has closed.
-    for (const id of [slow, ...bad]) await waitFor(`${id} v3 applied`, async () => (await h.state(TENANT, id))?.version === 3, 30_000);
+    for (const id of [slow, ...bad])
+      await eventually(async () => (await h.state(TENANT, id))?.version === 3, { timeoutMs: 30_000, message: `${id} v3 applied` });
     expect(h.worker.reconcile!.reconciler.breakerState('flaky')).toBe('closed');
   });
 
   it('bridge reconcile: --dry-run prints what would happen and changes nothing; without it the snapshot applies', async () => {
     const id = freshId('thm');
     await post('prov', event(id, 1, 'created'));
-    await waitFor('v1 applied', async () => (await h.state(TENANT, id))?.version === 1);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 1, { message: 'v1 applied' });
     await h.settle();
     api.replies.set(`/api/${TENANT}/themes/${id}`, { status: 200, body: { version: 2, data: data('operator v2') } });
     const dir = mkdtempSync(path.join(tmpdir(), 'reconcile-cli-'));
@@ -204,7 +205,7 @@ describe('push, then pull', () => {
     const real = await runBridge(['reconcile', TENANT, 'theme', id, '--json'], env);
     expect(real.code, real.stderr).toBe(0);
     expect(real.json()).toMatchObject({ outcome: 'applied', published: true, fetched: { status: 200, version: 2 } });
-    await waitFor('operator v2 applied', async () => (await h.state(TENANT, id))?.version === 2, 30_000);
+    await eventually(async () => (await h.state(TENANT, id))?.version === 2, { timeoutMs: 30_000, message: 'operator v2 applied' });
     expect((await reconcileRows(id)).map((r) => r.reconcile_trigger)).toEqual(['operator']);
 
     const stale = await runBridge(['reconcile', TENANT, 'theme', id, '--dry-run', '--json'], env);

@@ -4,8 +4,8 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/relay/index.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 
 const PARTITIONS = 6;
 

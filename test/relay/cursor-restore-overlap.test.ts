@@ -5,11 +5,12 @@ import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
 import { createTestRelay } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const SHIFT = 5_000_000_000;
 
@@ -57,7 +58,7 @@ describe('outbox relay after a restore into a cluster whose transaction ids over
       if ((await relay.publishOnce()) > 0) continue;
       // Rows become readable once every older transaction on the cluster ended (migration 0002).
       if ((await countUnpublishedOutbox(db.pool)) === 0) return;
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     throw new Error('the relay did not publish every row within 60 s (held back by a transaction open on the cluster?)');
   };

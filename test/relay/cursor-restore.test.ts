@@ -5,10 +5,11 @@ import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';
 import { createTestRelay } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // Transaction ids of a cluster that ran for a long while before it was dumped.
 const OLD_CLUSTER_SHIFT = 5_000_000_000;
@@ -61,7 +62,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
         const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
         if (rows[0]!.n > 0) {
           n = -1;
-          await new Promise((r) => setTimeout(r, 100));
+          await sleep(100);
         }
       }
     }

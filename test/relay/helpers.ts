@@ -1,9 +1,9 @@
 import type { Logger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import type { TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import type { TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 
 /** A relay on the test database and broker, publishing to `applied`; the test drives publishOnce(). */
 export function createTestRelay(options: { db: TestDatabase; applied: string; logger: Logger; batchSize: number }): OutboxRelay {

@@ -5,10 +5,11 @@ import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
 import { createTopicsRetrying } from '../worker/helpers.ts';
 import { createTestRelay } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const EVENTS = 40;
 const DESCRIPTION_BYTES = 120 * 1024;
@@ -54,7 +55,7 @@ describe('outbox relay with large applied records', () => {
     let passes = 0;
     for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0 && Date.now() < deadline; passes += 1) {
       // Rows are readable once every older transaction on the cluster ended (migration 0002).
-      if ((await relay.publishOnce()) === 0) await new Promise((r) => setTimeout(r, 50));
+      if ((await relay.publishOnce()) === 0) await sleep(50);
     }
     expect(await countUnpublishedOutbox(db.pool)).toBe(0);
     const published = await readTopic(kafka, applied);

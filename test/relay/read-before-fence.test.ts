@@ -6,10 +6,11 @@ import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { sleep } from '../kit/eventually.ts';
 
 /**
  * Regression (security review, "read before fence"): a relay that became leader read its rows,
@@ -111,7 +112,7 @@ describe('outbox relay: a leader frozen between its read and its send', () => {
       for (;;) {
         const published = await a.publishOnce();
         if (freeze.state.held) return { published };
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     })().catch((error: unknown) => ({ error: String(error) }));
     await freeze.readHeld;
@@ -128,7 +129,7 @@ describe('outbox relay: a leader frozen between its read and its send', () => {
       const deadline = Date.now() + 30_000;
       while (Date.now() < deadline) {
         if ((await b.publishOnce()) > 0) return;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       throw new Error('relay B published nothing');
     };

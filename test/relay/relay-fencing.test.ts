@@ -8,15 +8,19 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 const SEND_TIMEOUT_MS = 2_000;
 // Past the send timeout and past kafkajs's request timeout (10 s), so requests are retried and
 // the other relay takes over while the first relay's send is still buffered at the frozen broker.
 const PAUSE_MS = 16_000;
 const KEYS = 6;
+
+const basePort = Number(process.env.RELAY_FENCE_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Regression: an older version must never become the last applied record of a key. With two
@@ -28,7 +32,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
   const cluster = new LocalKafka({
     name: `relay-fence-${process.pid}`,
     nodes: 1,
-    basePort: Number(process.env.RELAY_FENCE_BASE_PORT ?? 27192),
+    basePort,
   });
   let kafka: Kafka;
   let db: TestDatabase;
@@ -110,7 +114,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       const until = Date.now() + ms;
       while (Date.now() < until) {
         await applyRound();
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     };
 
@@ -123,15 +127,13 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     }
     await applyFor(1_500);
 
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
-      if (rows[0]!.n === 0) break;
-      if (Date.now() > deadline) throw new Error(`${rows[0]!.n} applied records still unpublished 90 s after the broker came back`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, {
+      timeoutMs: 90_000,
+      intervalMs: 250,
+      message: 'every applied record published after the broker came back',
+    });
     // Let any send still retrying inside kafkajs land before reading.
-    await new Promise((r) => setTimeout(r, 5_000));
+    await sleep(5_000);
 
     const records = await readTopic(kafka, applied);
     const byKey = new Map<string, string[]>();

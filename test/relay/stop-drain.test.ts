@@ -8,14 +8,18 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
+import { freePortRange } from '../kit/ports.ts';
 
 // Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
 // the send timeout and kafkajs's request timeout: the pass in flight waits for the broker and lands.
 const PAUSE_MS = 3_500;
 const EVENTS = 300;
+
+const basePort = Number(process.env.STOP_DRAIN_BASE_PORT ?? (await freePortRange(2)));
 
 /**
  * Regression: a worker stopping under load left 273 applied records unpublished (CI, with the whole
@@ -27,7 +31,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
   const cluster = new LocalKafka({
     name: `stop-drain-${process.pid}`,
     nodes: 1,
-    basePort: Number(process.env.STOP_DRAIN_BASE_PORT ?? 27392),
+    basePort,
   });
   let kafka: Kafka;
   let db: TestDatabase;
@@ -90,10 +94,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
   async function waitForLeader(relay: OutboxRelay): Promise<void> {
     // A row published proves the relay holds the leader lock and its producer is connected.
     const [key] = await apply(1, uniqueName('lead'));
-    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
-      if (Date.now() > deadline) throw new Error(`the relay never published ${key}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, { intervalMs: 50, message: `the relay to publish ${key}` });
     expect(relay.running).toBe(true);
   }
 
@@ -107,7 +108,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
       const prefix = uniqueName('thm');
       const keys = await apply(EVENTS, prefix);
       expect(await countUnpublishedOutbox(db.pool)).toBe(EVENTS);
-      const resumed = new Promise((r) => setTimeout(r, PAUSE_MS)).then(() => cluster.resumeNode(1));
+      const resumed = sleep(PAUSE_MS).then(() => cluster.resumeNode(1));
       const started = performance.now();
       await relay.stop();
       stopMs = performance.now() - started;
@@ -139,9 +140,8 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     } finally {
       cluster.resumeNode(1);
     }
-    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
-      if (Date.now() > deadline) throw new Error('the leader did not publish the rows the follower left');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, {
+      message: 'the leader to publish the rows the follower left',
+    });
   });
 });

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka, Transaction } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createRelayProducer } from '#services/worker/relay/index.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
 
 /**
  * The relay takes two transactional ids in turn (TransactionLanes). A relay that starts must fence

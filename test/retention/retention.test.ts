@@ -5,8 +5,9 @@ import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultRetentionSettings, RetentionPruner, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
 import * as retentionSql from '#domain/store/retention.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from './fill.ts';
+import { sleep } from '../kit/eventually.ts';
 
 const BATCH = 500;
 const settings: RetentionSettings = { ...defaultRetentionSettings, batchRows: BATCH, pauseMs: 50, maxSeconds: 0 };
@@ -153,7 +154,7 @@ describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () 
         applyMs.push(performance.now() - a0);
         outcomes.push(`${event.tenant_id}:${result.outcome}`);
       }
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
     const report = await running;
     const runMs = performance.now() - t0;

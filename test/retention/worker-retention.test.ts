@@ -4,9 +4,10 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { defaultRetentionSettings } from '#domain/retention/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, waitFor, workerTestConfig } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, workerTestConfig } from '../worker/helpers.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 async function metric(worker: WorkerHandle, name: string): Promise<Map<string, number>> {
   const found = (await worker.registry.getMetricsAsJSON()).find((m) => m.name === name);
@@ -70,7 +71,7 @@ describe('worker: the retention loop', () => {
     workers.push(disabled);
     expect(plain.retention).toBeUndefined();
     expect(disabled.retention).toBeUndefined();
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     const { rows } = await db.pool.query(`SELECT count(payload)::int AS n FROM inbox_events WHERE tenant_id = 'tenant_w'`);
     expect(rows[0].n).toBe(30);
     expect((await metric(plain, 'webhook_retention_runs_total')).size).toBe(0);
@@ -85,7 +86,7 @@ describe('worker: the retention loop', () => {
     );
     workers.push(worker);
     expect(worker.retention).toBeDefined();
-    await waitFor('a retention run', async () => worker.retention!.runs >= 1, 30_000);
+    await eventually(async () => worker.retention!.runs >= 1, { timeoutMs: 30_000, message: 'a retention run' });
     const { rows } = await db.pool.query(
       `SELECT count(payload)::int AS n, count(*)::int AS total FROM inbox_events WHERE tenant_id = 'tenant_w'`,
     );

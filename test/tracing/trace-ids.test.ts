@@ -10,11 +10,12 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
-import { groupCaughtUp, outboxDrained, waitFor } from '../worker/helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // "Log lines carry trace_id; `bridge trace` and the console show it": every event's W3C trace id,
 // whatever its outcome, from the running services (tracing on) to the operator views. Spans go to
@@ -66,7 +67,7 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     db = await createTestDatabase();
     // Tracing on (an OTLP endpoint is set); nothing listens there, the exporter's failures are its own.
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
-    ingress = startServiceProcess('services/ingress/main.ts', {
+    ingress = spawnService('ingress', {
       ...devEnv,
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
@@ -75,7 +76,7 @@ describe('trace ids in bridge trace and the console (services as processes, trac
       ADMIN_PORT: '0',
       HOST: '127.0.0.1',
     });
-    worker = startServiceProcess('services/worker/main.ts', {
+    worker = spawnService('worker', {
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,
@@ -119,14 +120,17 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     await post({ ...v1, data: { ...v1.data, name: 'something else' } } as EventEnvelope, quarantineTrace);
     expected.set(`anomaly:${v1.event_id}`, quarantineTrace);
 
-    await waitFor('main group caught up', () => groupCaughtUp(kafka, group, names.events), 60_000);
-    await waitFor('every event settled', async () => {
-      const { rows } = await db.pool.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('received', 'retrying')",
-      );
-      return rows[0]!.n === 0;
-    });
-    await waitFor('outbox drained', () => outboxDrained(db.pool), 60_000);
+    await eventually(() => groupCaughtUp(kafka, group, names.events), { timeoutMs: 60_000, message: 'main group caught up' });
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('received', 'retrying')",
+        );
+        return rows[0]!.n === 0;
+      },
+      { message: 'every event settled' },
+    );
+    await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained' });
 
     consoleHandle = await startConsole(
       {

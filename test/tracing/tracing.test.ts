@@ -9,11 +9,12 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { repoRoot } from '../../infra/paths.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, readTopic, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { waitFor } from '../worker/helpers.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import {} from '../worker/helpers.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // One trace from the POST to the applied record, with the services run as processes (as deployed)
 // and the spans collected by a real OTLP/HTTP receiver (the exporter's JSON encoding).
@@ -93,7 +94,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
     };
-    const ingress = startServiceProcess('services/ingress/main.ts', {
+    const ingress = spawnService('ingress', {
       ...devEnv,
       ...otel,
       OTEL_SERVICE_NAME: 'bridge-ingress-test',
@@ -104,7 +105,7 @@ describe('tracing: one trace from the POST to the applied record (services as pr
       HOST: '127.0.0.1',
     });
     running.push(ingress);
-    const worker = startServiceProcess('services/worker/main.ts', {
+    const worker = spawnService('worker', {
       ...otel,
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,
@@ -133,11 +134,10 @@ describe('tracing: one trace from the POST to the applied record (services as pr
     await answer.text();
 
     const key = `tenant_acme/theme/${event.resource.id}`;
-    const applied = await waitFor(
-      'the applied record',
-      async () => (await readTopic(kafka, names.applied)).find((r) => r.key === key),
-      60_000,
-    );
+    const applied = await eventually(async () => (await readTopic(kafka, names.applied)).find((r) => r.key === key), {
+      timeoutMs: 60_000,
+      message: 'the applied record',
+    });
     const [, appliedTrace, appliedParent] = applied.headers.traceparent!.split('-');
     expect(appliedTrace).toBe(providerTrace);
     // The W3C tracestate of the provider travels with the trace.
@@ -145,13 +145,12 @@ describe('tracing: one trace from the POST to the applied record (services as pr
 
     const inTrace = () => receiver.spans.filter((s) => s.traceId === providerTrace);
     const named = (service: string, name: string) => inTrace().find((s) => s.service === service && s.name === name);
-    await waitFor(
-      'the ingress, apply and relay spans',
+    await eventually(
       async () =>
         named('bridge-ingress-test', 'POST /webhooks/:source') &&
         named('worker', `process ${names.events}`) &&
         named('worker', `send ${names.applied}`),
-      30_000,
+      { timeoutMs: 30_000, message: 'the ingress, apply and relay spans' },
     );
     expect(receiver.paths.every((p) => p.startsWith('POST /v1/traces application/json'))).toBe(true);
 

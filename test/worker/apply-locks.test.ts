@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { beginApplyAndLock } from '#domain/store/chunk.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // BEGIN and the resource-key locks go to Postgres as one simple query, the keys inlined as escaped
 // literals. The locks must be exactly the ones a parameterised statement took (hashtextextended of
@@ -60,7 +61,7 @@ describe('BEGIN with the resource-key locks', () => {
       const second = b.query(beginApplyAndLock(['t1/theme/only-b', "t1/theme/o'quote"])).then(() => {
         bLocked = true;
       });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       expect(bLocked).toBe(false);
       await a.query('COMMIT');
       await second;

@@ -3,9 +3,10 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { SnapshotApplier, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, inboxStatus, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, inboxStatus, produce, raw, themeEvent, workerTestConfig } from './helpers.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const RECORDS = 24;
 const PER_RECORD_MS = 500; // 12 s one by one: twice the session timeout below
@@ -18,7 +19,7 @@ const PER_RECORD_MS = 500; // 12 s one by one: twice the session timeout below
 class SlowFallbackApplier extends SnapshotApplier {
   override async applyBatch(records: readonly SourceRecord[]): Promise<ApplyResult[]> {
     if (records.length > 1) throw Object.assign(new Error('chunk refused (test)'), { code: '40001' });
-    await new Promise((r) => setTimeout(r, PER_RECORD_MS));
+    await sleep(PER_RECORD_MS);
     return super.applyBatch(records);
   }
 }
@@ -67,7 +68,7 @@ describe('worker: the one-by-one fallback after a failed chunk keeps its group m
   it('applies every record of the chunk once, commits, and joins the group only once', async () => {
     const batch = Array.from({ length: RECORDS }, (_, i) => themeEvent('tenant_hb', `r${i}`, 1));
     await produce(kafka, events, batch.map(raw));
-    await waitFor('the group caught up', () => groupCaughtUp(kafka, groupId, events), 90_000);
+    await eventually(() => groupCaughtUp(kafka, groupId, events), { timeoutMs: 90_000, message: 'the group caught up' });
     for (const e of batch) expect((await inboxStatus(db.pool, e.event_id))?.status).toBe('applied');
     expect(joins).toHaveLength(1);
   });

@@ -1,42 +1,23 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { CrashPoint } from '#services/worker/crash-points.ts';
 import { COUNT_UNPUBLISHED_OUTBOX } from '#domain/store/outbox.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor } from './helpers.ts';
-import { bundlePath } from '../../infra/build/build.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent } from './helpers.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { eventually } from '../kit/eventually.ts';
 
-const repoRoot = path.resolve(import.meta.dirname, '../..');
 const children = new Set<ChildProcess>();
 
-interface WorkerProcess {
-  child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  output: () => string;
-}
-
-function spawnWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, [bundlePath('services/worker/main.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal });
-    }),
-  );
-  return { child, exited, output: () => output };
+function spawnWorker(env: Record<string, string>): ServiceProcess {
+  const worker = spawnService('worker', { ...process.env, ...env });
+  children.add(worker.child);
+  void worker.exited.then(() => children.delete(worker.child));
+  return worker;
 }
 
 afterEach(() => {
@@ -130,8 +111,8 @@ describe('worker: kill -9 between durable steps, then restart', () => {
 
       const restarted = spawnWorker(env);
       try {
-        await waitFor('caught up after restart', () => groupCaughtUp(kafka, groupId, names.events), 90_000);
-        await waitFor('outbox drained after restart', () => outboxDrained(db.pool), 60_000);
+        await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 90_000, message: 'caught up after restart' });
+        await eventually(() => outboxDrained(db.pool), { timeoutMs: 60_000, message: 'outbox drained after restart' });
       } catch (error) {
         throw new Error(`${(error as Error).message}\n${restarted.output()}`);
       }

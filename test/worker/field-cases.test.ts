@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { SourceRecord } from '#domain/apply/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
 import {
   createTopicsRetrying,
   groupCaughtUp,
@@ -14,9 +14,9 @@ import {
   readTopic,
   stateOf,
   themeEvent,
-  waitFor,
   workerTestConfig,
 } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_field';
 
@@ -77,8 +77,8 @@ describe('worker: the cases the field knows', () => {
       { key: `${T}/theme/broken`, value: '{"event_id":"x","event_version":1}' },
     ];
     await produce(kafka, names.events, events);
-    await waitFor('worker caught up', () => groupCaughtUp(kafka, groupId, names.events));
-    await waitFor('outbox drained', () => outboxDrained(db.pool));
+    await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'worker caught up' });
+    await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
   });
 
   afterAll(async () => {

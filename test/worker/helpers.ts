@@ -4,10 +4,11 @@ import type pg from 'pg';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { createTestTopics } from '../helpers/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { createTestTopics } from '../kit/kafka.ts';
 import { RELAY_BATCH_BYTES } from '#services/worker/relay/index.ts';
-export { readTopic, type ReadRecord } from '../helpers/kafka.ts';
+import { sleep } from '../kit/eventually.ts';
+export { readTopic, type ReadRecord } from '../kit/kafka.ts';
 
 export function workerTestConfig(input: {
   brokers: string[];
@@ -68,21 +69,6 @@ export async function produce(kafka: Kafka, topic: string, events: RawEvent[]): 
   }
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
 /** True when the group's committed offsets reach the topic's high watermarks on every partition. */
 export async function groupCaughtUp(kafka: Kafka, groupId: string, topic: string): Promise<boolean> {
   const admin = kafka.admin();
@@ -136,7 +122,7 @@ export async function createTopicsRetrying(
       return await createTestTopics(kafka, fixed);
     } catch (error) {
       if (attempt >= 4 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
-      await new Promise((r) => setTimeout(r, 250 * attempt));
+      await sleep(250 * attempt);
     }
   }
 }

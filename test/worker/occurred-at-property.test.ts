@@ -5,9 +5,10 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { resourceKey, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // Seed 002's fallback ordering: a source that orders a resource type by occurred_at. Shuffled,
 // duplicated histories with ties (several events at one instant, written in other zones too) must
@@ -120,8 +121,8 @@ describe('worker: occurred_at-ordered apply under shuffled, duplicated delivery 
         } finally {
           await producer.disconnect();
         }
-        await waitFor('caught up', () => groupCaughtUp(kafka, groupId, names.events));
-        await waitFor('outbox drained', () => outboxDrained(db.pool));
+        await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'caught up' });
+        await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
 
         const { rows } = await db.pool.query<{
           resource_id: string;

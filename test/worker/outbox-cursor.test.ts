@@ -4,9 +4,10 @@ import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { countUnpublishedOutbox, readNextOutbox, recordOutboxBatch } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { readTopic, testKafka } from '../helpers/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka } from '../kit/kafka.ts';
 import { createTopicsRetrying } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // The relay's cursor must never pass a row that a still-open transaction will commit later
 // (migration 0002): a row becomes readable only once every older transaction has ended.
@@ -33,7 +34,7 @@ describe('outbox cursor: a late commit is never skipped', () => {
     for (;;) {
       const rows = await next();
       if (rows.length >= expected || Date.now() > deadline) return rows;
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   };
   const advance = async (rows: Array<{ tx: string; id: string }>) => {
@@ -124,7 +125,7 @@ describe('outbox relay: an open transaction holding records back is named in the
       const deadline = Date.now() + 5_000;
       while (!lines.some((l) => (l['oldest_open_transaction'] as { pid?: number } | null)?.pid === pid) && Date.now() < deadline) {
         expect(await relay.publishOnce()).toBe(0);
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
       const warning = lines.find((l) => (l['oldest_open_transaction'] as { pid?: number } | null)?.pid === pid);
       expect(warning?.['msg']).toMatch(/held back/);

@@ -1,9 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { uniqueName } from '../helpers/names.ts';
-import { startServiceProcess, type ServiceProcess } from '../helpers/service-process.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { uniqueName } from '../kit/names.ts';
+import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { createTopicsRetrying } from './helpers.ts';
+import { sleep } from '../kit/eventually.ts';
 
 // A start on a fresh clone printed kafkajs responses (coordinator loading, not available) at error
 // level while nothing was wrong: a start that succeeds writes no error line.
@@ -18,7 +19,7 @@ describe('a worker starting normally', () => {
   it('joins its group and relays without a line at error level', async () => {
     db = await createTestDatabase();
     const { names } = await createTopicsRetrying(testKafka());
-    worker = startServiceProcess('services/worker/main.ts', {
+    worker = spawnService('worker', {
       KAFKA_BROKERS: testBrokers().join(','),
       DATABASE_URL: db.url,
       TOPIC_EVENTS: names.events,
@@ -31,7 +32,7 @@ describe('a worker starting normally', () => {
     });
     await worker.line('joined consumer group');
     // Whatever a start logs late (the relay, the retry consumers) is written within the flush interval.
-    await new Promise((r) => setTimeout(r, 2000));
+    await sleep(2000);
     const lines = worker
       .stdout()
       .split('\n')

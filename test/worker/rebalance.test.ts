@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 describe('worker: a member leaves mid-stream (rebalance)', () => {
   let db: TestDatabase;
@@ -44,13 +45,16 @@ describe('worker: a member leaves mid-stream (rebalance)', () => {
       }
     }
     await produce(kafka, names.events, deliveries.map(raw));
-    await waitFor('some progress', async () => {
-      const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events');
-      return rows[0]!.n > 50;
-    });
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events');
+        return rows[0]!.n > 50;
+      },
+      { message: 'some progress' },
+    );
     await a.close();
-    await waitFor('caught up', () => groupCaughtUp(kafka, base.groupId, names.events), 90_000);
-    await waitFor('outbox drained', () => outboxDrained(db.pool));
+    await eventually(() => groupCaughtUp(kafka, base.groupId, names.events), { timeoutMs: 90_000, message: 'caught up' });
+    await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
 
     const { rows } = await db.pool.query<{ resource_id: string; version: string }>(
       "SELECT resource_id, version FROM resource_state WHERE tenant_id = 'tenant_rebalance'",

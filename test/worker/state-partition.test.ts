@@ -3,9 +3,10 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../helpers/kafka.ts';
-import { groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, waitFor, workerTestConfig } from './helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
+import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_shard';
 const PARTITIONS = 6;
@@ -50,11 +51,10 @@ describe('every table an apply writes carries the resource key partition', () =>
     for (let v = 1; v <= 3; v += 1) for (let r = 0; r < RESOURCES; r += 1) events.push(raw(themeEvent(T, `sh_r${r}`, v)));
     events.push(raw(themeEvent(T, 'sh_old', 2)));
     await produce(kafka, names.events, events);
-    await waitFor(
-      'applied and published',
-      async () => (await groupCaughtUp(kafka, groupId, names.events)) && (await outboxDrained(db.pool)),
-      60_000,
-    );
+    await eventually(async () => (await groupCaughtUp(kafka, groupId, names.events)) && (await outboxDrained(db.pool)), {
+      timeoutMs: 60_000,
+      message: 'applied and published',
+    });
 
     const want = (id: string) => partitionForKey(`${T}/theme/${id}`, PARTITIONS);
     const state = await db.pool.query<{ resource_id: string; source_partition: number | null }>(

@@ -3,20 +3,11 @@ import fc from 'fast-check';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { testBrokers, testKafka } from '../helpers/kafka.ts';
-import {
-  createTopicsRetrying,
-  groupCaughtUp,
-  outboxDrained,
-  produce,
-  raw,
-  readTopic,
-  themeEvent,
-  waitFor,
-  workerTestConfig,
-} from './helpers.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { eventually } from '../kit/eventually.ts';
 
 // A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
 const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
@@ -81,8 +72,8 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
           names.events,
           deliveries.map((d) => raw(d.envelope)),
         );
-        await waitFor('caught up', () => groupCaughtUp(kafka, groupId, names.events));
-        await waitFor('outbox drained', () => outboxDrained(db.pool));
+        await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'caught up' });
+        await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
 
         const { rows } = await db.pool.query<{
           resource_id: string;

@@ -1,9 +1,12 @@
+// Kafka for tests: a client on the test broker, uniquely named topic sets, and reading a topic to
+// its committed end.
 import { inject } from 'vitest';
 import type { Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { uniqueName } from './names.ts';
+import { sleep } from './eventually.ts';
 
 export function testBrokers(): string[] {
   return parseBrokers(inject('kafkaBrokers'));
@@ -121,9 +124,9 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
           throw new Error(`read ${out.size} records of ${topic}; partitions ${behind().join(',')} not read to their end`);
         }
         if (consumer === undefined) await startReader();
-        await new Promise((r) => setTimeout(r, 20));
+        await sleep(20);
       }
-      await new Promise((r) => setTimeout(r, STABLE_FOR_MS));
+      await sleep(STABLE_FOR_MS);
       const again = await ends();
       if ([...again].every(([p, { high }]) => target.get(p)?.high === high)) break;
       target = again;
