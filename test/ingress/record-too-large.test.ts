@@ -6,7 +6,7 @@ import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher, PublishError } from '#services/ingress/publisher.ts';
 import { readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually } from '../kit/eventually.ts';
 
 /**
  * Regression: the broker refuses a record batch over the topic's max.message.bytes as a whole, and
@@ -44,10 +44,7 @@ describe('ingress publisher: one record too large for the topic in a batch of go
       probeIntervalMs: 1_000,
     });
     await publisher.start();
-    for (const deadline = Date.now() + 30_000; !publisher.available;) {
-      if (Date.now() > deadline) throw new Error('the publisher never saw the broker');
-      await sleep(100);
-    }
+    await eventually(() => publisher.available, { timeoutMs: 30_000, message: 'the publisher to see the broker' });
   });
 
   afterAll(async () => {

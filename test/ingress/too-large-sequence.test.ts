@@ -7,7 +7,7 @@ import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher, PublishError } from '#services/ingress/publisher.ts';
 import { readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 
 const ACK_TIMEOUT_MS = 2_000;
 const LINGER_MS = 1_000;
@@ -73,10 +73,7 @@ describe('ingress publisher: the producer after a batch refused as too large', (
       probeIntervalMs: 500,
     });
     await publisher.start();
-    for (const deadline = Date.now() + 30_000; !publisher.available;) {
-      if (Date.now() > deadline) throw new Error('the publisher never saw the broker');
-      await sleep(100);
-    }
+    await eventually(() => publisher.available, { timeoutMs: 30_000, message: 'the publisher to see the broker' });
   });
 
   afterAll(async () => {

@@ -11,7 +11,7 @@ import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 
 const SEND_TIMEOUT_MS = 2_000;
@@ -127,13 +127,11 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     }
     await applyFor(1_500);
 
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const rows = [{ n: await countUnpublishedOutbox(db.pool) }];
-      if (rows[0]!.n === 0) break;
-      if (Date.now() > deadline) throw new Error(`${rows[0]!.n} applied records still unpublished 90 s after the broker came back`);
-      await sleep(250);
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, {
+      timeoutMs: 90_000,
+      intervalMs: 250,
+      message: 'every applied record published after the broker came back',
+    });
     // Let any send still retrying inside kafkajs land before reading.
     await sleep(5_000);
 

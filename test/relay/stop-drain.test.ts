@@ -11,7 +11,7 @@ import { OutboxRelay, relayParts } from '#services/worker/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { sleep } from '../kit/eventually.ts';
+import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 
 // Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
@@ -94,10 +94,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
   async function waitForLeader(relay: OutboxRelay): Promise<void> {
     // A row published proves the relay holds the leader lock and its producer is connected.
     const [key] = await apply(1, uniqueName('lead'));
-    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
-      if (Date.now() > deadline) throw new Error(`the relay never published ${key}`);
-      await sleep(50);
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, { intervalMs: 50, message: `the relay to publish ${key}` });
     expect(relay.running).toBe(true);
   }
 
@@ -143,9 +140,8 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     } finally {
       cluster.resumeNode(1);
     }
-    for (const deadline = Date.now() + 60_000; (await countUnpublishedOutbox(db.pool)) > 0;) {
-      if (Date.now() > deadline) throw new Error('the leader did not publish the rows the follower left');
-      await sleep(100);
-    }
+    await eventually(async () => (await countUnpublishedOutbox(db.pool)) === 0, {
+      message: 'the leader to publish the rows the follower left',
+    });
   });
 });
