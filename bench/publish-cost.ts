@@ -20,7 +20,6 @@ import { createRelayProducer, RELAY_TRANSACTION_LANES } from '#services/worker/o
 import { brokerAge, cpuSnapshot } from './lib/cpu.ts';
 import { cpuCalibrationMs } from './lib/machine.ts';
 import { fmt, summarise } from './lib/stats.ts';
-import { sleep } from '../test/kit/eventually.ts';
 
 const RATES = (process.env.BENCH_RATES ?? '25,100').split(',').map(Number);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -86,7 +85,7 @@ for (const RATE of RATES) {
       let n = 0;
       while (performance.now() - started < SECONDS * 1000) {
         const wait = started + (n * 1000) / RATE - performance.now();
-        if (wait > 0) await sleep(wait);
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         const t0 = performance.now();
         await kind.once(n);
         latency.push(performance.now() - t0);

@@ -6,7 +6,6 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { APPLIED_HEADER_EVENT_ID } from '#domain/apply/index.ts';
 import { wallNow } from './load.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 export interface AppliedSeen {
   /** When the bench's consumer got the record (its eachBatch call), wall ms. */
@@ -126,7 +125,7 @@ export async function watchCommits(databaseUrl: string, pollMs: number): Promise
       watch.polls += 1;
       const took = wallNow() - started;
       watch.slowestPollMs = Math.max(watch.slowestPollMs, took);
-      if (pollMs - took >= 1) await sleep(pollMs - took);
+      if (pollMs - took >= 1) await new Promise((r) => setTimeout(r, pollMs - took));
     }
   })();
   return watch;

@@ -30,7 +30,6 @@ import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
 import { BODY_BYTES, eventFactory, openLoop, wallNow, type PhaseResult } from './load.ts';
 import { commitsFromWorkerLog, watchApplied, watchCommits, type AppliedWatch, type CommitWatch } from './observe.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 const { values: flags } = parseArgs({
   options: { rates: { type: 'string' }, 'duration-ms': { type: 'string' }, 'warmup-ms': { type: 'string' } },
@@ -143,7 +142,7 @@ async function runPhase(name: string, rate: number, durationMs: number): Promise
       drainedAll = true;
       break;
     }
-    await sleep(50);
+    await new Promise((r) => setTimeout(r, 50));
   }
   const drainedMs = wallNow() - drainStart;
   rss.sample();
@@ -198,7 +197,7 @@ async function measureIdle(): Promise<Idle> {
   const machineBefore = machineCpu();
   otherRunsPhase.reset();
   const t0 = wallNow();
-  await sleep(IDLE_MS);
+  await new Promise((r) => setTimeout(r, IDLE_MS));
   const cpu = cpuSince(before, cpuSnapshot(ingress.pid));
   const own = process.cpuUsage(benchBefore);
   return {
@@ -228,7 +227,7 @@ try {
     idle = await measureIdle();
   }
   for (const rate of RATES) {
-    await sleep(1000);
+    await new Promise((r) => setTimeout(r, 1000));
     phases.push(await runPhase(`${rate} req/s`, rate, DURATION_MS));
   }
 } catch (error) {

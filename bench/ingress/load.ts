@@ -15,7 +15,6 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { freePort } from '../lib/bridge.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100);
 export const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8_000);
@@ -118,7 +117,7 @@ export async function fixedRate(port: number, rate: number, durationMs: number):
         if (i >= total) return;
         const due = started + (i * 1000) / rate;
         const wait = due - performance.now();
-        if (wait > 1) await sleep(wait);
+        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
         const status = await request(agent, port);
         latencies.push(performance.now() - due);
         if (status === 202) ok += 1;
@@ -185,7 +184,7 @@ export async function startServer(file: string, env: Record<string, string>, nod
           () => false,
         )));
     if (ready) break;
-    await sleep(100);
+    await new Promise((r) => setTimeout(r, 100));
   }
   return {
     child,

@@ -6,7 +6,6 @@
 // requests the heap used and the GC pauses (PerformanceObserver 'gc': sum and longest).
 import { randomUUID } from 'node:crypto';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
-import { sleep } from '../../test/kit/eventually.ts';
 
 const total = Number(process.argv[2] ?? 600_000);
 const step = 100_000;
@@ -44,7 +43,7 @@ async function run(form: 'maps' | 'typed arrays'): Promise<void> {
     }
     if (garbage.length === 0) throw new Error('unreachable');
     if ((i + 1) % step === 0) {
-      await sleep(20);
+      await new Promise((resolve) => setTimeout(resolve, 20));
       const sum = pauses.reduce((a, b) => a + b, 0);
       console.log(
         `${form}, ${(i + 1) / 1000}k requests: heap used ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB, GC pauses ${pauses.length}, sum ${sum.toFixed(0)} ms, longest ${Math.max(0, ...pauses).toFixed(0)} ms`,

@@ -35,7 +35,6 @@ import { renderReport, type SoakRun } from './report.ts';
 import { Sampler, totalLag, type SamplePhase } from './sampler.ts';
 import { RequestLog, steadyLoad } from './steady-load.ts';
 import { buildBundles } from '../../infra/build.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -171,7 +170,7 @@ try {
       readings += 1;
       if (readings === 1) atStop = lag;
       if (answered && lag === 0) return lagDrain(atStop, wallNow() - stopped.lastSent, readings);
-      await sleep(LAG_POLL_MS);
+      await new Promise((r) => setTimeout(r, LAG_POLL_MS));
     }
     return lagDrain(atStop, NaN, readings);
   });
@@ -186,7 +185,7 @@ try {
   void lagWatch.then((r) => (lagResult = r));
   for (let k = 1; ; k += 1) {
     const at = load.started + k * SAMPLE_MS;
-    await sleep(Math.max(0, at - wallNow()));
+    await new Promise((r) => setTimeout(r, Math.max(0, at - wallNow())));
     const sample = await sampler.take();
     if (sample.phase === 'warm-up' && phaseOf(k + 1) === 'soak') rss.window('soak');
     const loop = (d?: { p99: number }) => (d ? fmt(d.p99, 1) : '-');
@@ -198,7 +197,7 @@ try {
   }
   // Every 2xx applied, or the drain timeout passed: the ledger is read now.
   while (!drained() && loadStopped !== undefined && wallNow() < loadStopped.lastSent + DRAIN_TIMEOUT_MS)
-    await sleep(250);
+    await new Promise((r) => setTimeout(r, 250));
   const lag = await lagWatch;
   sampler.stop();
   // POST -> applied record of every 2xx that has its record (those applied in the drain too).

@@ -10,7 +10,6 @@ import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { startBridge, waitReady } from '../lib/bridge.ts';
 import { procStatusMb } from '../lib/rss.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 loadDevEnv();
 const N = Number(process.env.N ?? 300);
@@ -68,7 +67,7 @@ for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
     );
     break;
   }
-  await sleep(100);
+  await new Promise((r) => setTimeout(r, 100));
 }
 await db.end();
 console.error('worker log', bridge.worker.logFile);

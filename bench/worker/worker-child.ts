@@ -7,7 +7,6 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
 import { startWorker } from '#services/worker/worker.ts';
 import { procStatusMb } from '../lib/rss.ts';
-import { sleep } from '../../test/kit/eventually.ts';
 
 const config = workerConfigFromEnv(loadConfigOrExit(workerEnvSchema));
 const ends = new Map<number, number>(
@@ -96,7 +95,7 @@ const consumedMs = lastCommit! - firstFetch!;
 // process's ~490 MB whatever the worker used.
 const rssAtCommitMb = procStatusMb(process.pid, 'VmHWM');
 const outbox = () => countUnpublishedOutbox(worker.pool);
-while ((await outbox()) > 0) await sleep(50);
+while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
 const outcomes = Object.fromEntries(
   (await worker.registry.getSingleMetric('webhook_events_processed_total')!.get()).values.map((v) => [v.labels['outcome'], v.value]),
