@@ -1,7 +1,9 @@
+// Databases for tests: each file gets its own, cloned from the template that global-setup migrated,
+// and drops it when done.
 import { inject } from 'vitest';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
-import { withDatabase } from '../../infra/postgres.ts';
+import { withDatabase } from './infra.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 export interface TestDatabase {

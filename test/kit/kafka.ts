@@ -1,3 +1,5 @@
+// Kafka for tests: a client on the test broker, uniquely named topic sets, and reading a topic to
+// its committed end.
 import { inject } from 'vitest';
 import type { Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';

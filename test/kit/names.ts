@@ -1,3 +1,4 @@
+// Unique names for everything a test creates on the shared broker and Postgres.
 import { randomBytes } from 'node:crypto';
 
 /** Unique per test: topics, groups and databases never collide between tests or runs. */
