@@ -4,8 +4,10 @@
 import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
+import { repoRoot } from '../../infra/paths.ts';
 
-export const RESULTS_DIR = path.resolve(import.meta.dirname, '..', 'results');
+// From the repository root, not this module's directory: bench:worker runs from a bundle under .cache/.
+export const RESULTS_DIR = path.join(repoRoot, 'bench', 'results');
 
 export interface Machine {
   cpus: number;
