@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChildResult } from './child.ts';
 import type { ClientName } from './clients.ts';
 import { requestSizes } from './records.ts';
-import { compare, summaryFigures, wins, type RoundResult } from './report.ts';
+import { compare, renderReport, summaryFigures, wins, type RoundResult } from './report.ts';
 
 function fetchRun(client: ClientName, round: number, recordsPerSecond: number, extra: Partial<ChildResult> = {}): RoundResult {
   return {
@@ -86,5 +86,26 @@ describe('requestSizes', () => {
     expect(Math.min(...sizes)).toBe(1);
     expect(Math.max(...sizes)).toBe(50);
     expect(requestSizes(20)).toEqual(sizes.slice(0, 20));
+  });
+});
+
+describe('renderReport', () => {
+  it('lists every round and the verdict, a failed run as n/a with its error', () => {
+    const rounds = [fetchRun('kafkajs', 1, 85_032.4), fetchRun('platformatic', 1, NaN, { errors: ['boom | bang'] })];
+    const md = renderReport({
+      name: 'kafka-clients',
+      command: 'npm run bench:kafka-clients',
+      ranAt: '2026-12-03T17:54:07.486Z',
+      machine: { cpus: 2, cpuModel: 'AMD EPYC' },
+      versions: { node: 'v24.21.0', kafka: '4.1.1', kafkajs: '2.2.4', platformaticKafka: '2.12.1' },
+      settings: { brokers: 1, replicationFactor: 1 },
+      rounds: rounds as unknown as Array<Record<string, unknown>>,
+      summary: [],
+    });
+    expect(md).toContain('| 1 | fetch | kafkajs | 85,032 |');
+    expect(md).toContain('| 1 | fetch | platformatic | n/a |');
+    expect(md).toContain('boom / bang');
+    expect(md).toContain('Wins by that margin: none.');
+    expect(md).toContain('@platformatic/kafka 2.12.1');
   });
 });

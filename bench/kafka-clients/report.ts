@@ -1,7 +1,8 @@
 // From the children's results to the figures: each client's value per path and round, the ratio
 // platformatic / kafkajs of every round, and whether @platformatic/kafka wins a hot path by the
 // margin the issue set for a switch (docs/architecture.md, "The Kafka client").
-import type { Figure } from '../lib/results.ts';
+import type { BenchResult, Figure } from '../lib/results.ts';
+import { fmt } from '../lib/stats.ts';
 import type { ChildResult, Path } from './child.ts';
 import type { ClientName } from './clients.ts';
 
@@ -97,4 +98,76 @@ function round3(n: number): number {
   if (!Number.isFinite(n)) return n;
   const digits = Math.abs(n) >= 100 ? 0 : 3;
   return Number(n.toFixed(digits));
+}
+
+/** A rate or a duration at a precision that suits its size. */
+function figure(n: number | undefined): string {
+  if (n === undefined || n === null || !Number.isFinite(n)) return n === undefined ? '' : 'n/a';
+  return Math.abs(n) >= 1000 ? Math.round(n).toLocaleString('en') : fmt(n, Math.abs(n) >= 100 ? 0 : 1);
+}
+
+function range(values: readonly number[]): string {
+  const finite = values.filter((v) => v !== null && Number.isFinite(v));
+  if (finite.length === 0) return 'n/a';
+  const low = figure(Math.min(...finite));
+  const high = figure(Math.max(...finite));
+  return low === high ? low : `${low}–${high}`;
+}
+
+/** bench/results/kafka-clients.md from the results file: every round, then the ratios and the verdict. */
+export function renderReport(result: BenchResult): string {
+  const rounds = result.rounds as unknown as RoundResult[];
+  const comparisons = compare(rounds.map((r) => ({ ...r, errors: r.errors ?? [] })));
+  const won = wins(comparisons);
+  const m = result.machine;
+  const v = result.versions;
+  const s = result.settings as { brokers?: number; replicationFactor?: number };
+  const rows = rounds.map((r) =>
+    [
+      r.round,
+      r.path,
+      r.client,
+      figure(r.recordsPerSecond),
+      figure(r.transactionsPerSecond),
+      figure(r.latencyMs?.p50),
+      figure(r.latencyMs?.p99),
+      figure(r.cpuUsPerRecord),
+      figure(r.peakRssMb),
+      r.errors.join('; ').replaceAll('|', '/').replaceAll('\n', ' ').slice(0, 200),
+    ].join(' | '),
+  );
+  const ratioRows = comparisons.map((c) =>
+    [
+      c.metric.label,
+      c.metric.unit,
+      c.metric.better,
+      range(c.kafkajs),
+      range(c.platformatic),
+      c.ratios.map((q) => fmt(q, 2)).join(', '),
+      c.metric.decides ? (c.wins ? 'yes' : 'no') : '',
+    ].join(' | '),
+  );
+  return `# kafkajs and @platformatic/kafka on the bridge's hot paths
+
+\`${result.command}\`, ${result.ranAt}. ${m.cpus} × ${m.cpuModel}${m.loadAverage ? `; load average ${m.loadAverage.before} before, ${m.loadAverage.after} after` : ''}${
+    result.calibrationMs ? `; CPU calibration ${result.calibrationMs.before} ms before, ${result.calibrationMs.after} ms after` : ''
+  }. Node ${v.node}, Apache Kafka ${v.kafka ?? '?'} (${s.brokers ?? '?'} broker(s), replication ${s.replicationFactor ?? '?'}), kafkajs ${v.kafkajs ?? '?'}
+(with patches/kafkajs+2.2.4.patch), @platformatic/kafka ${v.platformaticKafka ?? '?'}. ${new Set(rounds.map((r) => r.round)).size} rounds, the
+clients alternating; each path of each client in a process of its own. Settings: \`${JSON.stringify(result.settings)}\`.
+
+## Every round
+
+| round | path | client | records/s | tx/s | send p50 ms | send p99 ms | CPU µs/record | peak RSS MiB | errors |
+| --: | --- | --- | --: | --: | --: | --: | --: | --: | --- |
+${rows.map((r) => `| ${r} |`).join('\n')}
+
+## Ratios platformatic / kafkajs
+
+A switch needs platformatic better by ${WIN_MARGIN}× or more on a hot path (its throughput, or the ingress's p99) in every
+round, and every reliability test passing with it. Wins by that margin: ${won.length ? won.join(', ') : 'none'}.
+
+| figure | unit | better | kafkajs | platformatic | ratio per round | wins by ${WIN_MARGIN}× |
+| --- | --- | --- | --: | --: | --- | --- |
+${ratioRows.map((r) => `| ${r} |`).join('\n')}
+`;
 }

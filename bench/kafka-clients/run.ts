@@ -22,12 +22,12 @@ import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { brokerAge, cpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs } from '../lib/machine.ts';
-import { machineNow, RESULTS_DIR, versionsNow, writeBenchResult } from '../lib/results.ts';
+import { machineNow, RESULTS_DIR, versionsNow, writeBenchResult, type BenchResult } from '../lib/results.ts';
 import { fmt } from '../lib/stats.ts';
 import type { ChildResult, ChildTask, Path } from './child.ts';
 import { CLIENTS, type ClientName } from './clients.ts';
 import { eventRecords } from './records.ts';
-import { compare, summaryFigures, wins, WIN_MARGIN, type RoundResult } from './report.ts';
+import { compare, renderReport, summaryFigures, wins, WIN_MARGIN, type RoundResult } from './report.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 10_000);
@@ -166,7 +166,7 @@ const platformaticVersion = (
   }
 ).version;
 const command = 'npm run bench:kafka-clients';
-writeBenchResult({
+const result: BenchResult = {
   name: 'kafka-clients',
   command,
   ranAt,
@@ -186,47 +186,8 @@ writeBenchResult({
     brokerCpuSeconds: brokerCpu.find((b) => b.round === r.round && b.client === r.client && b.path === r.path)?.brokerCpuSeconds,
   })),
   summary: summaryFigures(comparisons),
-});
-
-const range = (values: number[]) => {
-  const finite = values.filter(Number.isFinite);
-  return finite.length === 0 ? 'n/a' : `${fmt(Math.min(...finite), 2)}–${fmt(Math.max(...finite), 2)}`;
 };
-const md = `# kafkajs and @platformatic/kafka on the bridge's hot paths
+writeBenchResult(result);
 
-\`${command}\`, ${ranAt}. ${machineNow().cpus} × ${machineNow().cpuModel}; load average ${fmt(loadBefore, 2)} before,
-${fmt(loadavg()[0]!, 2)} after; CPU calibration ${calibrationBefore} ms before, ${calibrationAfter} ms after. Node ${process.version},
-Apache Kafka ${KAFKA_VERSION} (${brokers.length} broker, replication ${replicationFactor}), kafkajs ${versionsNow().kafkajs} (patched),
-@platformatic/kafka ${platformaticVersion}. ${ROUNDS} rounds, the clients alternating; each path of each client in a
-process of its own. Settings: ${'`'}${JSON.stringify(settings)}${'`'}.
-
-## Every round
-
-| round | path | client | records/s | tx/s | send p50 ms | send p99 ms | CPU µs/record | peak RSS MiB | errors |
-| --: | --- | --- | --: | --: | --: | --: | --: | --: | --- |
-${results
-  .map(
-    (r) =>
-      `| ${r.round} | ${r.path} | ${r.client} | ${fmt(r.recordsPerSecond, 0)} | ${r.transactionsPerSecond === undefined ? '' : fmt(r.transactionsPerSecond)} | ` +
-      `${r.latencyMs ? fmt(r.latencyMs.p50) : ''} | ${r.latencyMs ? fmt(r.latencyMs.p99) : ''} | ${fmt(r.cpuUsPerRecord)} | ${fmt(r.peakRssMb)} | ` +
-      `${r.errors.join('; ').replaceAll('|', '/').replaceAll('\n', ' ').slice(0, 200)} |`,
-  )
-  .join('\n')}
-
-## Ratios platformatic / kafkajs
-
-A switch needs platformatic better by ${WIN_MARGIN}× or more on a hot path (throughput, or the ingress's p99) in every round,
-and every reliability test passing with it. Wins by that margin: ${won.length ? won.join(', ') : 'none'}.
-
-| figure | better | kafkajs | platformatic | ratio per round | wins by ${WIN_MARGIN}× |
-| --- | --- | --: | --: | --- | --- |
-${comparisons
-  .map(
-    (c) =>
-      `| ${c.metric.label} | ${c.metric.better} | ${range(c.kafkajs)} | ${range(c.platformatic)} | ${c.ratios.map((q) => fmt(q, 2)).join(', ')} | ` +
-      `${c.metric.decides ? (c.wins ? 'yes' : 'no') : ''} |`,
-  )
-  .join('\n')}
-`;
-writeFileSync(path.join(RESULTS_DIR, 'kafka-clients.md'), md);
+writeFileSync(path.join(RESULTS_DIR, 'kafka-clients.md'), renderReport(result));
 log(`wrote bench/results/kafka-clients.md and .json; platformatic wins by ${WIN_MARGIN}x on: ${won.length ? won.join(', ') : 'nothing'}`);
