@@ -8,7 +8,7 @@ import type { ClientName } from './clients.ts';
 
 export interface RoundResult extends ChildResult {
   round: number;
-  /** ingress: the records on the topic equal the records acknowledged (nothing lost, none twice). */
+  /** ingress: the records on the topic equal those acknowledged; relay: read_committed finds exactly those committed. */
   ledgerOk?: boolean;
 }
 

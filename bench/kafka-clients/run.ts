@@ -73,6 +73,31 @@ async function recordsOn(topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((sum, o) => sum + Number(o.high) - Number(o.low), 0);
 }
 
+/** Records a read_committed group member reads from the beginning, once the count stops moving. */
+async function committedRecords(topic: string, expected: number): Promise<number> {
+  const consumer = kafka.consumer({ groupId: `${topic}.verify`, maxBytesPerPartition: 1_048_576, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let count = 0;
+  let lastAt = Date.now();
+  await consumer.run({
+    autoCommit: false,
+    partitionsConsumedConcurrently: PARTITIONS,
+    eachBatch: async ({ batch }) => {
+      count += batch.messages.length;
+      lastAt = Date.now();
+    },
+  });
+  const startedAt = Date.now();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const quietMs = Date.now() - lastAt;
+    if ((count >= expected && quietMs > 1000) || quietMs > 15_000 || Date.now() - startedAt > 120_000) break;
+  }
+  await consumer.disconnect();
+  return count;
+}
+
 const fetchTopic = PATHS.includes('fetch') ? await freshTopic('fetch') : '';
 if (fetchTopic) {
   const records = eventRecords(FETCH_RESOURCES);
@@ -135,6 +160,13 @@ for (let round = 1; round <= ROUNDS; round += 1) {
         const onTopic = await recordsOn(topic);
         result.ledgerOk = onTopic === result.ackedTotal;
         if (!result.ledgerOk) result.errors.push(`ledger: ${result.ackedTotal} records acked, ${onTopic} on the topic`);
+      }
+      if (p === 'relay' && result.ackedTotal !== undefined) {
+        // Offsets count aborted records and markers too: only a read_committed reader tells that
+        // every committed transaction's records are there, and nothing else.
+        const committed = await committedRecords(topic, result.ackedTotal);
+        result.ledgerOk = committed === result.ackedTotal;
+        if (!result.ledgerOk) result.errors.push(`ledger: ${result.ackedTotal} records committed, ${committed} read committed`);
       }
       results.push(result);
       const extra =

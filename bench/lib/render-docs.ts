@@ -113,8 +113,8 @@ producer, acks=all, 64 callers each sending 1-50 records through the ingress's c
 and send p50 / p99), the worker's fetch path (a group member reading 200,000 preloaded records from the beginning to the
 end offsets, keys, values and headers decoded to text; records/s) and the relay path (two transactional lanes taken in
 turn, 500 records a transaction; transactions/s), with CPU per record and peak RSS of each child. Ratios are
-platformatic / kafkajs per round; the ingress's ledger (records on the topic = records acknowledged) must balance for a
-run to count. The decision they feed: [architecture.md](architecture.md#the-kafka-client). \`BENCH_ROUNDS\`,
+platformatic / kafkajs per round. A run counts only when its ledger balances: the records on the ingress's topic equal
+the records acknowledged, and a read_committed reader finds on the relay's topic exactly the records committed. The decision they feed: [architecture.md](architecture.md#the-kafka-client). \`BENCH_ROUNDS\`,
 \`BENCH_DURATION_MS\`, \`BENCH_WARMUP_MS\`, \`BENCH_CALLERS\`, \`BENCH_FETCH_RESOURCES\`, \`BENCH_TX_RECORDS\`,
 \`BENCH_LANES\`, \`BENCH_PATHS\`, \`KAFKA_BROKERS\`.`,
   },
