@@ -104,6 +104,21 @@ own producers. Broker CPU comes from /proc, less what it used idle. \`BENCH_RATE
 \`BENCH_ROUNDS\`, \`KAFKA_BROKERS\`.`,
   },
   {
+    name: 'kafka-clients',
+    title: 'kafkajs and @platformatic/kafka side by side',
+    measures: `\`bench/kafka-clients/run.ts\` runs both clients on the bridge's hot paths, each path of each client in a process
+of its own, the clients alternating round by round, on fresh 12-partition topics with the worker bench's records (the
+contract's theme snapshots keyed by resource, with the ingress's or the relay's headers): the ingress path (an idempotent
+producer, acks=all, 64 callers each sending 1-50 records through the ingress's coalescing, one batch in flight; records/s
+and send p50 / p99), the worker's fetch path (a group member reading 200,000 preloaded records from the beginning to the
+end offsets, keys, values and headers decoded to text; records/s) and the relay path (two transactional lanes taken in
+turn, 500 records a transaction; transactions/s), with CPU per record and peak RSS of each child. Ratios are
+platformatic / kafkajs per round. A run counts only when its ledger balances: the records on the ingress's topic equal
+the records acknowledged, and a read_committed reader finds on the relay's topic exactly the records committed. The decision they feed: [architecture.md](architecture.md#the-kafka-client). \`BENCH_ROUNDS\`,
+\`BENCH_DURATION_MS\`, \`BENCH_WARMUP_MS\`, \`BENCH_CALLERS\`, \`BENCH_FETCH_RESOURCES\`, \`BENCH_TX_RECORDS\`,
+\`BENCH_LANES\`, \`BENCH_PATHS\`, \`KAFKA_BROKERS\`.`,
+  },
+  {
     name: 'kafka-start',
     title: 'Local broker start',
     measures: `\`bench/kafka-start.ts\` measures the local broker's time to ready (an admin \`describeCluster\` succeeds):
@@ -157,6 +172,7 @@ function runLine(result: BenchResult): string {
     v.kafka && `Apache Kafka ${v.kafka}`,
     v.postgres && `PostgreSQL ${v.postgres}`,
     v.kafkajs && `kafkajs ${v.kafkajs}`,
+    v.platformaticKafka && `@platformatic/kafka ${v.platformaticKafka}`,
   ].filter(Boolean);
   parts.push(versions.join(', '));
   return `${parts.join('; ')}.`;

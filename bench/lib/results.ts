@@ -22,6 +22,8 @@ export interface Versions {
   kafka?: string;
   postgres?: string;
   kafkajs?: string;
+  /** @platformatic/kafka, where a bench runs it beside kafkajs. */
+  platformaticKafka?: string;
 }
 
 /** A headline figure over the rounds; the docs show it as the range of `values`. */
