@@ -22,7 +22,6 @@
 //   npx tsx bench/worker/copy-ceiling.ts [resources=20000] [concurrency=3] [rounds=1]
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg, { type QueryConfig } from 'pg';
@@ -743,4 +742,6 @@ async function main(): Promise<void> {
   }
 }
 
-if (import.meta.filename === path.resolve(process.argv[1] ?? '')) await main();
+// By the entry's name, not import.meta.filename: bundled into bench:worker's run.mjs, this module's
+// import.meta.filename is the bundle's, which is then also argv[1].
+if (/[\\/]copy-ceiling\.(ts|mjs)$/.test(process.argv[1] ?? '')) await main();

@@ -146,11 +146,13 @@ interface WorkerRound {
 }
 
 /** One worker process in its own consumer group, from the beginning of the topic, into a fresh database. */
-async function runWorker(round: number): Promise<WorkerRound> {
+async function runWorker(round: number, extraEnv: Record<string, string> = {}): Promise<WorkerRound> {
   const database = `bench_worker_${stamp}_${round}`;
   const url = await freshDatabase(postgres.adminUrl, database);
   log(`round ${round}: running the worker`);
-  const child = spawn(process.execPath, [...nodeArgs, ...workerChildEntry], {
+  const { BENCH_NODE_ARGS: extraNodeArgs, ...childEnv } = extraEnv;
+  const args = [...nodeArgs, ...(extraNodeArgs ?? '').split(',').filter((a) => a.length > 0), ...workerChildEntry];
+  const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env: {
       ...process.env,
@@ -165,6 +167,7 @@ async function runWorker(round: number): Promise<WorkerRound> {
       WORKER_PARTITIONS_CONCURRENCY: String(CONCURRENCY),
       LOG_LEVEL: 'info',
       BENCH_END_OFFSETS: JSON.stringify(ends),
+      ...childEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -256,6 +259,38 @@ async function runCeiling(round: number): Promise<CeilingRound> {
 // report takes medians (these 2-core machines are noisy).
 const rounds: Array<{ worker: WorkerRound; ceiling: CeilingRound }> = [];
 // The COPY ceiling (bench/worker/copy-ceiling.ts): the same rows, COPYed; a third run in each round.
+// BENCH_AB_ENV="NAME=value ...": an A/B of worker runs only, alternating without (A) and with (B)
+// that environment in the child (BENCH_NODE_ARGS=a,b adds Node flags), A B, B A, ... so both see
+// the same minutes of the machine. Prints one line per run and writes no results file.
+if (process.env.BENCH_AB_ENV !== undefined) {
+  const withB = Object.fromEntries(
+    process.env.BENCH_AB_ENV.split(' ')
+      .filter((kv) => kv.includes('='))
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+  const us = (seconds: number) => `${((seconds / events) * 1e6).toFixed(1)} us`;
+  for (let round = 1; round <= ROUNDS; round += 1) {
+    const order: Array<['A' | 'B', Record<string, string>]> = [
+      ['A', {}],
+      ['B', withB],
+    ];
+    for (const [arm, env] of round % 2 === 1 ? order : order.reverse()) {
+      const w = await runWorker(round * 10 + (arm === 'A' ? 1 : 2), env);
+      const c = w.cpu;
+      console.log(
+        `${arm} round ${round}: ${Math.round(w.rate)} events/s to the last commit, ${Math.round(events / (w.drainedMs / 1000))} events/s published; ` +
+          `CPU per event: node ${c ? us(c.child) : 'n/a'}, Postgres ${c ? us(c.postgres) : 'n/a'}, broker ${c ? us(c.kafka) : 'n/a'}; ` +
+          `peak RSS ${w.peakRssMb.toFixed(0)} MB; rows ${JSON.stringify(w.counts)}; outcomes ${JSON.stringify(w.outcomes)}`,
+      );
+    }
+  }
+  const cleanup = kafka.admin();
+  await cleanup.connect();
+  await cleanup.deleteTopics({ topics: topicSpecs(settings).map((t) => t.name) }).catch(() => {});
+  await cleanup.disconnect();
+  await postgres.stop();
+  process.exit(0);
+}
 const copyPlan = await planCopyCeiling(lanes);
 const copyRounds: CopyCeilingRound[] = [];
 for (let round = 1; round <= ROUNDS; round += 1) {

@@ -12,8 +12,9 @@ const config = workerConfigFromEnv(loadConfigOrExit(workerEnvSchema));
 const ends = new Map<number, number>(
   Object.entries(JSON.parse(process.env.BENCH_END_OFFSETS ?? '{}') as Record<string, number>).map(([p, o]) => [Number(p), o]),
 );
-// Per-event logs are produced and serialised as in production, then discarded.
-const devNull = await open('/dev/null', 'w');
+// Per-event logs are produced and serialised as in production, then discarded (or kept in
+// BENCH_WORKER_LOG_FILE, to see why a run stalls).
+const devNull = await open(process.env.BENCH_WORKER_LOG_FILE ?? '/dev/null', 'w');
 const logger = createLogger({ name: 'worker', level: config.logLevel }, devNull.createWriteStream());
 const worker = await startWorker(config, { logger, adminServer: false });
 // BENCH_MEMORY_SAMPLES=1: the main isolate's memory at the moment of the process's RSS peak (stderr).

@@ -38,7 +38,8 @@ export const workerEnvSchema = z.object({
   WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
-  // Payload bytes per relay batch beyond its first row: within the broker's message.max.bytes.
+  // Record bytes per partition in one relay batch beyond its first record (headers included):
+  // within the broker's message.max.bytes.
   RELAY_BATCH_BYTES: positiveIntSchema.default(RELAY_BATCH_BYTES),
   RELAY_POLL_MS: positiveIntSchema.default(100),
   RELAY_SEND_TIMEOUT_MS: positiveIntSchema.default(30_000),

@@ -6,6 +6,7 @@ import { PartitionedSender, type TopicLayout } from '#plumbing/kafka/partitioned
 import type { FencedProducerUse } from '#plumbing/kafka/transaction-lanes.ts';
 import type { CrashPoints } from '../crash-points.ts';
 import { HeldBackWatch } from './held-back.ts';
+import { fittingPrefix } from './batch-bound.ts';
 import { appliedMessages, startPublishSpans } from './records.ts';
 import { CursorRestoreGuard } from './restore.ts';
 import { drainBeforeStop, STOP_DRAIN_MS } from './stop-drain.ts';
@@ -42,7 +43,7 @@ export interface OutboxRelayOptions {
   leadership: Leadership;
   topic: string;
   batchSize: number;
-  /** Payload bytes per batch beyond its first row (default RELAY_BATCH_BYTES). */
+  /** Record bytes per partition in one batch beyond its first record (default RELAY_BATCH_BYTES). */
   batchBytes?: number;
   pollMs: number;
   sendTimeoutMs: number;
@@ -61,11 +62,17 @@ export interface OutboxRelayOptions {
 }
 
 /**
- * Default payload bytes per relay batch: each partition's record batch must stay within the
- * broker's message.max.bytes (1 MiB by default), and the batch is held in memory while it is sent.
- * The ingress bounds its batches the same way (its maxBatchBytes, 512 KiB).
+ * Default bytes of records per partition in one relay batch (headers included, counted at most;
+ * batch-bound.ts): each partition's record batch must stay within the broker's message.max.bytes
+ * (1 MiB by default), with room for the batch's own header.
  */
-export const RELAY_BATCH_BYTES = 512 * 1024;
+export const RELAY_BATCH_BYTES = 960 * 1024;
+
+/**
+ * The read's memory bound: payloads of at most this many partitions' worth of RELAY_BATCH_BYTES.
+ * A batch is cut further per partition after the read.
+ */
+export const RELAY_READ_PARTITIONS = 4;
 
 /**
  * Publishes applied_outbox rows to the applied topic in (tx, id) order, one Kafka transaction per
@@ -168,18 +175,24 @@ export class OutboxRelay {
       return { kind: 'not-leader' };
     }
     this.#more = false;
-    const { position, rows, cut } = await readNextOutbox(pool, { limit: batchSize, maxBytes: this.#o.batchBytes ?? RELAY_BATCH_BYTES });
+    const batchBytes = this.#o.batchBytes ?? RELAY_BATCH_BYTES;
+    const partitionCount = this.#o.layout ? (await this.#o.layout(topic)).partitionCount : 1;
+    const read = await readNextOutbox(pool, { limit: batchSize, maxBytes: batchBytes * Math.min(partitionCount, RELAY_READ_PARTITIONS) });
+    const { position } = read;
     const cluster = await this.#restore.clusterId();
     if (CursorRestoreGuard.misplaced(position, cluster)) {
       await this.#restore.rebaseline(position, cluster);
       return { kind: 'rebaselined' };
     }
     const at = { tx: position.tx, id: position.id };
-    if (rows.length === 0) return { kind: (await this.#heldBack.check(position)) ? 'held-back' : 'idle', cursor: at };
+    if (read.rows.length === 0) return { kind: (await this.#heldBack.check(position)) ? 'held-back' : 'idle', cursor: at };
     this.#heldBack.clear();
-    this.#more = cut || rows.length === batchSize;
+    const built = appliedMessages(read.rows);
+    const fitting = fittingPrefix(built, partitionCount, batchBytes);
+    const rows = fitting === read.rows.length ? read.rows : read.rows.slice(0, fitting);
+    this.#more = read.cut || fitting < read.rows.length || rows.length === batchSize;
     crashPoints.reach('after-commit-before-publish');
-    const request = { topic, acks: -1 as const, messages: appliedMessages(rows) };
+    const request = { topic, acks: -1 as const, messages: fitting === built.length ? built : built.slice(0, fitting) };
     const spans = this.#o.tracing?.enabled ? startPublishSpans(this.#o.tracing, topic, rows) : undefined;
     // Bounded: an idempotent producer retries without end during an outage. On a timeout or any
     // failure the producer is replaced, which fences this attempt (createRelayProducer, parts.ts).
