@@ -91,8 +91,10 @@ export class Floor {
         ...process.env,
         KAFKA_BROKERS: this.#o.brokers.join(','),
         FLOOR_TRANSACTIONAL_ID: `bench.floor.${this.#o.stamp}.relay`,
+        // Warnings only, and on stderr: the bench's stdout carries its report.
+        LOG_LEVEL: 'warn',
       },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      stdio: ['ignore', 2, 'inherit', 'ipc'],
     });
     this.#relay.on('message', (reply: FloorRelayReply) => this.#replies.shift()?.(reply));
     await this.#reply();
