@@ -265,7 +265,7 @@ const HEADLINES: Array<{ name: string; say: string; figures: Array<{ label: stri
     figures: [
       { label: 'POST → applied record p99 at 100 req/s', as: 'p99 at 100 req/s' },
       { label: 'POST → applied record p99 at 1,000 req/s', as: 'p99 at 1,000 req/s' },
-      { label: 'bridge p99 / floor p99 at 100 req/s, over the kept runs', as: 'p99 against the Kafka floor at 100 req/s' },
+      { label: 'bridge p99 / floor p99 at 100 req/s, over the kept runs', as: 'p99 / Kafka-floor p99 at 100 req/s' },
       { label: 'bridge p99 / floor p99 at 1,000 req/s, over the kept runs', as: 'at 1,000 req/s' },
     ],
   },
