@@ -4,12 +4,15 @@
 // (bench/e2e/load.ts), reads the applied topic with its own read_committed consumer and reads the
 // worker's commits (bench/e2e/observe.ts), and reports POST -> record on the applied topic per rate
 // with a per-stage breakdown, the ledger (2xx answers = applied records) and each service's peak RSS.
-// Writes bench/results/e2e.md and bench/results/e2e.json.
+// Right after each rate's bridge phase, the floor of the same path through Kafka alone at that rate
+// (bench/e2e/floor.ts), and the ratio bridge p99 / floor p99.
+// Writes bench/results/e2e.md and bench/results/e2e.json (which keeps the recent runs' ratios too).
 //
 //   npm run bench:e2e [-- --rates=100,500,1000 --duration-ms=12000 --warmup-ms=5000]
 // Environment (the flags win): BENCH_RATES, BENCH_DURATION_MS, BENCH_WARMUP_MS, BENCH_WARMUP_RATE,
 // BENCH_COMMIT_POLL_MS, BENCH_RSS_SAMPLE_MS, BENCH_DRAIN_TIMEOUT_MS, BENCH_RESOURCES, BENCH_LOG_LEVEL,
-// BENCH_KEEP=1 (keep the database, topics and logs), KAFKA_BROKERS, DATABASE_URL (an admin URL).
+// BENCH_KEEP=1 (keep the database, topics and logs), BENCH_FLOOR=0 (no floor phases), BENCH_FLOOR_WARMUP_MS,
+// BENCH_RUNS_KEPT (runs e2e.json keeps), KAFKA_BROKERS, DATABASE_URL (an admin URL).
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,17 +23,20 @@ import { loadDevEnv } from '../../infra/dev/bootstrap.ts';
 import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { serviceSpecs } from '../../infra/dev/services.ts';
+import { buildBundles } from '../../infra/build/build.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { brokerReady, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ancestorPids, startBridge, stopService, waitReady } from '../lib/bridge.ts';
 import { brokerAge, cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
-import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
+import { machineNow, RESULTS_DIR, versionsNow, writeBenchResult, type BenchResult, type BenchRun } from '../lib/results.ts';
+import { keepRuns, ratio, spread } from '../lib/spread.ts';
 import { cpuCalibrationMs, machineCpu, OtherRunsWatch } from '../lib/machine.ts';
 import { procStatusMb, RssSampler } from '../lib/rss.ts';
 import { fmt, summarise, type Summary } from '../lib/stats.ts';
 import { BODY_BYTES, eventFactory, openLoop, wallNow, type PhaseResult } from './load.ts';
 import { commitsFromWorkerLog, watchApplied, watchCommits, type AppliedWatch, type CommitWatch } from './observe.ts';
+import { Floor, type FloorPhaseResult } from './floor.ts';
 
 const { values: flags } = parseArgs({
   options: { rates: { type: 'string' }, 'duration-ms': { type: 'string' }, 'warmup-ms': { type: 'string' } },
@@ -51,6 +57,9 @@ const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_DRAIN_TIMEOUT_MS ?? 30_000);
 // More ids than a default run sends (about 20,000 events): no resource repeats, every 2xx must apply.
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 100_000);
 const KEEP = process.env.BENCH_KEEP === '1';
+const FLOOR = process.env.BENCH_FLOOR !== '0';
+const FLOOR_WARMUP_MS = Number(process.env.BENCH_FLOOR_WARMUP_MS ?? 5_000);
+const RUNS_KEPT = Number(process.env.BENCH_RUNS_KEPT ?? 10);
 // Extra Node flags for both services, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (not allowed in NODE_OPTIONS).
 // The load generator's V8 flags (npm run bench:e2e sets --concurrent-turbofan-max-threads=1).
 const generatorFlags = process.execArgv.filter((a) => /^--(concurrent-turbofan|max-semi|max-old)/.test(a)).join(' ');
@@ -61,6 +70,8 @@ if (RATES.some((r) => !Number.isFinite(r) || r <= 0) || !(DURATION_MS > 0) || !(
 }
 // The issue-12 targets.
 const TARGETS = { p99At100: 50, p99At1000: 150, ingressRssMb: 150, workerRssMb: 250 };
+// The issue-34 target: bridge p99 / floor p99 at 100 and 1,000 req/s.
+const FLOOR_RATIO_TARGET = 2.0;
 
 const log = (line: string) => console.error(`[bench:e2e] ${line}`);
 loadDevEnv(); // as npm start: the dev sources and their secrets, LOG_LEVEL=info; variables already set win
@@ -95,6 +106,18 @@ const bridge = await startBridge({
 });
 const { stamp, postgres, databaseUrl, settings, kafka, ingress, worker, ingressPort } = bridge;
 const services = [ingress, worker];
+// The floor's middle hop runs as the worker does: its own process, from a bundle, with the worker's Node flags.
+const floor = FLOOR
+  ? new Floor({
+      kafka,
+      brokers,
+      settings,
+      stamp,
+      relayCommand: [...serviceSpecs.worker.nodeArgs, ...(await buildBundles(['bench/e2e/floor-relay.ts']))],
+      drainTimeoutMs: DRAIN_TIMEOUT_MS,
+      log,
+    })
+  : undefined;
 const rss = new RssSampler({ ingress: ingress.pid, worker: worker.pid }, RSS_SAMPLE_MS);
 let applied: AppliedWatch | undefined;
 let commits: CommitWatch | undefined;
@@ -103,6 +126,7 @@ async function cleanUp(): Promise<void> {
   rss.stop();
   await applied?.stop().catch(() => {});
   await commits?.stop().catch(() => {});
+  await floor?.stop(KEEP).catch(() => {});
   await bridge.stop([`bench-e2e-reader-${stamp}`]);
 }
 
@@ -213,23 +237,62 @@ async function measureIdle(): Promise<Idle> {
   };
 }
 
+interface FloorPhase {
+  result: FloorPhaseResult;
+  /** CPU over the phase, CPU seconds: the bench process (producer and reader), the relay process, the broker, the machine. */
+  cpu: { bench: number; relay: number; machine: number; kafka: number; seconds: number };
+  otherRuns: string[];
+}
+
+async function runFloorPhase(name: string, rate: number, durationMs: number): Promise<FloorPhase> {
+  log(`${name}: ${rate} records/s for ${durationMs / 1000} s`);
+  const before = cpuSnapshot(ingress.pid);
+  const relayBefore = cpuSnapshot(floor!.relayPid).child;
+  const benchBefore = process.cpuUsage();
+  const machineBefore = machineCpu();
+  otherRunsPhase.reset();
+  const t0 = wallNow();
+  const result = await floor!.phase(name, rate, durationMs);
+  const own = process.cpuUsage(benchBefore);
+  return {
+    result,
+    cpu: {
+      bench: (own.user + own.system) / 1e6,
+      relay: cpuSnapshot(floor!.relayPid).child - relayBefore,
+      machine: machineCpu().busy - machineBefore.busy,
+      kafka: cpuSince(before, cpuSnapshot(ingress.pid)).kafka,
+      seconds: (wallNow() - t0) / 1000,
+    },
+    otherRuns: otherRunsPhase.seen(),
+  };
+}
+
 const factory = eventFactory(secret, RESOURCES);
 let idle: Idle | undefined;
 const phases: Phase[] = [];
+const floorPhases: FloorPhase[] = [];
 let failure: unknown;
 try {
   await Promise.all(services.map((s) => waitReady(s)));
   log(`ingress (pid ${ingress.pid}) and worker (pid ${worker.pid}) ready`);
   applied = await watchApplied(kafka, settings.applied, `bench-e2e-reader-${stamp}`);
   if (COMMIT_POLL_MS > 0) commits = await watchCommits(databaseUrl, COMMIT_POLL_MS);
+  if (floor) await floor.start();
   if (WARMUP_MS > 0) phases.push(await runPhase('warm-up', WARMUP_RATE, WARMUP_MS));
+  // The floor's clients warm up too (not reported), so that neither side meets a cold JIT.
+  if (floor && FLOOR_WARMUP_MS > 0) await runFloorPhase('floor warm-up', WARMUP_RATE, FLOOR_WARMUP_MS);
   if (IDLE_MS > 0) {
     log(`idle for ${IDLE_MS / 1000} s (CPU with no load)`);
     idle = await measureIdle();
   }
+  // Each rate's floor right after its bridge phase, so both meet the machine of the same minutes.
   for (const rate of RATES) {
     await new Promise((r) => setTimeout(r, 1000));
     phases.push(await runPhase(`${rate} req/s`, rate, DURATION_MS));
+    if (floor) {
+      await new Promise((r) => setTimeout(r, 1000));
+      floorPhases.push(await runFloorPhase(`floor ${rate} req/s`, rate, DURATION_MS));
+    }
   }
 } catch (error) {
   failure = error;
@@ -281,6 +344,8 @@ interface Stages {
   commitToPublished: Summary;
   commitToSend: Summary;
   sendToReceived: Summary;
+  /** ack -> relay send (the applied record's Kafka timestamp): the floor's middle hop, for comparison. */
+  ackToSend: Summary;
 }
 
 interface Ledger {
@@ -307,6 +372,7 @@ function stagesOf(phase: Phase): { stages: Stages; ledger: Ledger } {
     commitToPublished: [] as number[],
     commitToSend: [] as number[],
     sendToReceived: [] as number[],
+    ackToSend: [] as number[],
   };
   const ledger: Ledger = {
     sent: phase.load.sent.length,
@@ -347,10 +413,58 @@ function stagesOf(phase: Phase): { stages: Stages; ledger: Ledger } {
       v.commitToSend.push(record.kafkaTimestamp - commit.observed);
     }
     v.sendToReceived.push(record.received - record.kafkaTimestamp);
+    v.ackToSend.push(record.kafkaTimestamp - ack);
   }
   const stages = Object.fromEntries(Object.entries(v).map(([k, values]) => [k, summarise(values)])) as unknown as Stages;
   return { stages, ledger };
 }
+
+/** The floor's stages, the same points in time as the bridge's where they exist. */
+interface FloorStages {
+  /** due -> received by the read_committed consumer. */
+  total: Summary;
+  /** due -> the idempotent producer's send resolved (acks=all). */
+  ack: Summary;
+  /** ack -> the re-produced record's Kafka timestamp (fetched by the group member, transaction begun, sent). */
+  ackToSend: Summary;
+  /** re-produce send -> received (transaction commit, LSO, fetch). */
+  sendToReceived: Summary;
+}
+
+interface FloorLedger {
+  sent: number;
+  acked: number;
+  received: number;
+  /** Acked, not read committed within the drain timeout. */
+  lost: number;
+  errors: number;
+}
+
+function floorStagesOf(phase: FloorPhase): { stages: FloorStages; ledger: FloorLedger } {
+  const v = { total: [] as number[], ack: [] as number[], ackToSend: [] as number[], sendToReceived: [] as number[] };
+  const ledger: FloorLedger = { sent: phase.result.sent.length, acked: 0, received: 0, lost: 0, errors: 0 };
+  for (const x of phase.result.sent) {
+    if (x.acked === undefined) {
+      ledger.errors += 1;
+      continue;
+    }
+    ledger.acked += 1;
+    const record = phase.result.seen.get(x.id);
+    if (!record) {
+      ledger.lost += 1;
+      continue;
+    }
+    ledger.received += 1;
+    v.total.push(record.received - x.due);
+    v.ack.push(x.acked - x.due);
+    v.ackToSend.push(record.kafkaTimestamp - x.acked);
+    v.sendToReceived.push(record.received - record.kafkaTimestamp);
+  }
+  const stages = Object.fromEntries(Object.entries(v).map(([k, values]) => [k, summarise(values)])) as unknown as FloorStages;
+  return { stages, ledger };
+}
+const floorMeasured = floorPhases.map((p) => ({ phase: p, ...floorStagesOf(p) }));
+const floorByRate = (rate: number) => floorMeasured.find((m) => m.phase.result.rate === rate);
 
 const measured = phases.map((p) => ({ phase: p, ...stagesOf(p) }));
 // BENCH_EVENTS_CSV=<file>: every answered event's points in time (wall ms), to look for what the
@@ -455,6 +569,116 @@ const targetRows = [
 ];
 const measuredRates = measured.filter((m) => m.phase.name !== 'warm-up');
 
+// --- The bridge against the floor, rate by rate, and over the runs e2e.json keeps ----------------
+const comparisons = measuredRates.flatMap((m) => {
+  const f = floorByRate(m.phase.rate);
+  if (!f) return [];
+  const b = m.stages;
+  return [
+    {
+      rate: m.phase.rate,
+      bridge: { p50: b.total.p50, p99: b.total.p99 },
+      floor: { p50: f.stages.total.p50, p99: f.stages.total.p99 },
+      ratioP99: ratio(b.total.p99, f.stages.total.p99),
+      ratioP50: ratio(b.total.p50, f.stages.total.p50),
+      // The same three points in time on both paths.
+      stages: {
+        ack: { bridge: b.ack, floor: f.stages.ack },
+        ackToSend: { bridge: b.ackToSend, floor: f.stages.ackToSend },
+        sendToReceived: { bridge: b.sendToReceived, floor: f.stages.sendToReceived },
+      },
+    },
+  ];
+});
+const runFigureLabel = {
+  bridgeP99: (rate: number) => `bridge p99 at ${rate.toLocaleString('en')} req/s (ms)`,
+  floorP99: (rate: number) => `floor p99 at ${rate.toLocaleString('en')} req/s (ms)`,
+  ratio: (rate: number) => `bridge p99 / floor p99 at ${rate.toLocaleString('en')} req/s`,
+};
+const thisRun: BenchRun = {
+  ranAt: runStarted.toISOString(),
+  loadAverage: { before: Number(loadBefore[0]!.toFixed(2)), after: Number(loadAfter[0]!.toFixed(2)) },
+  calibrationMs: { before: calibrationBefore, after: calibrationAfter },
+  otherRuns: otherRunsSeen,
+  settings: { rates: measuredRates.map((m) => m.phase.rate), durationMs: DURATION_MS },
+  figures: Object.fromEntries(
+    comparisons.flatMap((c) => [
+      [runFigureLabel.bridgeP99(c.rate), Number(c.bridge.p99.toFixed(2))],
+      [runFigureLabel.floorP99(c.rate), Number(c.floor.p99.toFixed(2))],
+      [runFigureLabel.ratio(c.rate), Number(c.ratioP99.toFixed(3))],
+    ]),
+  ),
+};
+/** The runs e2e.json already holds (each a complete run of this bench). */
+function earlierRuns(): BenchRun[] {
+  try {
+    const earlier = JSON.parse(readFileSync(path.join(RESULTS_DIR, 'e2e.json'), 'utf8')) as BenchResult;
+    return earlier.runs ?? [];
+  } catch {
+    return [];
+  }
+}
+const runs = comparisons.length > 0 ? keepRuns(earlierRuns(), thisRun, RUNS_KEPT) : earlierRuns();
+const overRuns = (label: string) => runs.map((r) => r.figures[label]).filter((v): v is number => v !== undefined);
+const spreadText = (label: string, digits: number) => {
+  const sp = spread(overRuns(label));
+  return sp.count === 0 ? 'n/a' : `${fmt(sp.min, digits)} / ${fmt(sp.median, digits)} / ${fmt(sp.max, digits)} (${sp.count} runs)`;
+};
+const stageRow = (label: string, x: { bridge: Summary; floor: Summary }) =>
+  `| ${label} | ${ms(x.bridge.p50)} / ${ms(x.bridge.p99)} | ${ms(x.floor.p50)} / ${ms(x.floor.p99)} | ${ms(x.bridge.p99 - x.floor.p99)} |`;
+const floorSection = comparisons.length
+  ? `## The bridge against the floor (issue 34)
+
+The floor is the same path through Kafka alone (bench/e2e/floor.ts), run right after each rate's bridge phase on fresh
+topics with the same partitions and settings: ${BODY_BYTES} B records, open loop at the same rate, produced by an idempotent
+producer (acks=all; concurrent sends coalesced one batch at a time, as the ingress does), consumed by a consumer-group member in
+its own process (the worker's consumer settings and Node flags) and re-produced there in one Kafka transaction per fetch (the
+relay's transactional producer, createRelayProducer), read by a read_committed consumer as the applied records are. Every client
+is shared/plumbing/kafka's. Latency: due time → received by the read_committed consumer.
+
+| rate | bridge p50 / p99 | floor p50 / p99 | bridge p99 / floor p99 | target | bridge p50 / floor p50 |
+|---|---|---|---:|---|---:|
+${comparisons
+  .map(
+    (c) =>
+      `| ${c.rate.toLocaleString('en')} req/s | ${ms(c.bridge.p50)} / ${ms(c.bridge.p99)} | ${ms(c.floor.p50)} / ${ms(c.floor.p99)} | **${fmt(c.ratioP99, 2)}** | ${c.rate === 100 || c.rate === 1000 ? `≤ ${FLOOR_RATIO_TARGET} (${met(c.ratioP99 <= FLOOR_RATIO_TARGET)})` : ''} | ${fmt(c.ratioP50, 2)} |`,
+  )
+  .join('\n')}
+
+Stage by stage, the same points in time on both paths (ms, p50 / p99; the last column is what the bridge adds at p99):
+
+${comparisons
+  .map(
+    (c) => `${c.rate.toLocaleString('en')} req/s:
+
+| stage | bridge | floor | bridge p99 − floor p99 |
+|---|---|---|---:|
+${stageRow('1. due → ack (bridge: HTTP 202 after the broker ack; floor: the producer\u2019s send resolved)', c.stages.ack)}
+${stageRow('2. ack → re-produce send (bridge: fetch, apply commit, relay pickup; floor: fetch, transaction begun)', c.stages.ackToSend)}
+${stageRow('3. send → received (transaction commit, LSO, read_committed fetch)', c.stages.sendToReceived)}
+`,
+  )
+  .join('\n')}
+${floorMeasured
+  .map(
+    ({ phase, ledger }) =>
+      `Floor ${phase.result.rate.toLocaleString('en')} req/s: ${ledger.sent.toLocaleString('en')} sent, ${ledger.acked.toLocaleString('en')} acked, ${ledger.received.toLocaleString('en')} read committed, ${ledger.lost} lost, ${ledger.errors} send errors, ${phase.result.duplicates} duplicates; drained ${fmt(phase.result.drainedMs / 1000, 2)} s after the last ack (${phase.result.drainedAll ? 'all' : '**not all**'}); generator ${ms(phase.result.sendLagP99Ms)} ms late at p99. CPU (% of one core over ${fmt(phase.cpu.seconds, 1)} s): bench process (producer, reader) ${pct(phase.cpu.bench, phase.cpu.seconds)}, relay process ${pct(phase.cpu.relay, phase.cpu.seconds)}, broker ${pct(phase.cpu.kafka, phase.cpu.seconds)}, whole machine ${pct(phase.cpu.machine, phase.cpu.seconds)}; other runs seen: ${phase.otherRuns.length ? `**${phase.otherRuns.join(', ')}**` : 'none'}.`,
+  )
+  .join('\n')}
+
+Over the runs bench/results/e2e.json keeps (this one and up to ${RUNS_KEPT - 1} before it; min / median / max):
+
+| rate | bridge p99 (ms) | floor p99 (ms) | bridge p99 / floor p99 |
+|---|---|---|---|
+${comparisons
+  .map(
+    (c) =>
+      `| ${c.rate.toLocaleString('en')} req/s | ${spreadText(runFigureLabel.bridgeP99(c.rate), 1)} | ${spreadText(runFigureLabel.floorP99(c.rate), 1)} | ${spreadText(runFigureLabel.ratio(c.rate), 2)} |`,
+  )
+  .join('\n')}
+`
+  : '';
+
 const report = `# End-to-end benchmark
 
 Command: \`npm run bench:e2e\` (bench/e2e/run.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}). Run: ${runStarted.toISOString()}.
@@ -514,6 +738,7 @@ ${
 `
     : ''
 }
+${floorSection}
 ${measured.map(phaseSection).join('\n')}
 Ledger over the whole run: ${totals.accepted.toLocaleString('en')} 2xx, ${totals.applied.toLocaleString('en')} applied records matched, ${totals.other} non-2xx, ${appliedWatch.duplicates} duplicate records on the applied topic,
 ${foreign} records of event ids this run did not send, ${appliedWatch.unlabelled} without an event-id header. Inbox outcomes in the worker's database: ${JSON.stringify(inboxStatuses)}.
@@ -538,22 +763,36 @@ writeBenchResult({
     resources: RESOURCES,
     logLevel,
   },
-  rounds: measured.map(({ phase, stages, ledger }) => ({
-    phase: phase.name,
-    rate: phase.rate,
-    accepted: ledger.accepted,
-    applied: ledger.applied,
-    lost: ledger.lost,
-    nonTwoXx: Object.values(ledger.other).reduce((a, b) => a + b, 0),
-    totalMs: stages.total,
-    ackMs: stages.ack,
-    ackToCommitMs: stages.ackToCommit,
-    commitToPublishedMs: stages.commitToPublished,
-    stagesMs: stages,
-    peakRssMb: phase.rssMb,
-    cpuSeconds: phase.cpu,
-    otherRuns: phase.otherRuns,
-  })),
+  rounds: [
+    ...measured.map(({ phase, stages, ledger }) => ({
+      phase: phase.name,
+      rate: phase.rate,
+      accepted: ledger.accepted,
+      applied: ledger.applied,
+      lost: ledger.lost,
+      nonTwoXx: Object.values(ledger.other).reduce((a, b) => a + b, 0),
+      totalMs: stages.total,
+      ackMs: stages.ack,
+      ackToCommitMs: stages.ackToCommit,
+      commitToPublishedMs: stages.commitToPublished,
+      stagesMs: stages,
+      peakRssMb: phase.rssMb,
+      cpuSeconds: phase.cpu,
+      otherRuns: phase.otherRuns,
+    })),
+    ...floorMeasured.map(({ phase, stages, ledger }) => ({
+      phase: phase.result.name,
+      rate: phase.result.rate,
+      ...ledger,
+      duplicates: phase.result.duplicates,
+      drainedAll: phase.result.drainedAll,
+      totalMs: stages.total,
+      stagesMs: stages,
+      cpuSeconds: phase.cpu,
+      otherRuns: phase.otherRuns,
+    })),
+  ],
+  runs,
   summary: [
     ...measuredRates.map((m) => ({
       label: `POST → applied record p99 at ${m.phase.rate.toLocaleString('en')} req/s`,
@@ -564,6 +803,18 @@ writeBenchResult({
         : m.phase.rate === 1000
           ? { target: `≤ ${TARGETS.p99At1000} ms` }
           : {}),
+    })),
+    ...comparisons.map((c) => ({
+      label: `floor p99 at ${c.rate.toLocaleString('en')} req/s`,
+      unit: 'ms',
+      values: [c.floor.p99],
+    })),
+    // Over every run the file keeps, so the docs show the spread rather than the latest run alone.
+    ...comparisons.map((c) => ({
+      label: `${runFigureLabel.ratio(c.rate)}, over the kept runs`,
+      unit: '',
+      values: overRuns(runFigureLabel.ratio(c.rate)),
+      ...(c.rate === 100 || c.rate === 1000 ? { target: `≤ ${FLOOR_RATIO_TARGET}` } : {}),
     })),
     { label: '2xx answers not applied (lost)', unit: 'events', values: [totals.lost], target: '0' },
     { label: 'ingress peak RSS', unit: 'MB', values: [peakIngress], target: `≤ ${TARGETS.ingressRssMb} MB` },

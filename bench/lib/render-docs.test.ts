@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { BENCHMARKS_DOC, CATALOGUE, formatRange, README, renderBenchmarksDoc, renderHeadlines, withHeadlines } from './render-docs.ts';
+import {
+  BENCHMARKS_DOC,
+  CATALOGUE,
+  formatRange,
+  README,
+  renderBenchmarksDoc,
+  renderHeadlines,
+  runsTable,
+  withHeadlines,
+} from './render-docs.ts';
 import { readBenchResults } from './results.ts';
 
 describe('docs/benchmarks.md', () => {
@@ -39,5 +48,32 @@ describe('formatRange', () => {
     expect(formatRange({ label: 'share', unit: '%', values: [57.2, 78.7] })).toBe('57–79%');
     expect(formatRange({ label: 'lost', unit: 'events', values: [0] })).toBe('0 events');
     expect(formatRange({ label: 'none', unit: 'ms', values: [Number.NaN] })).toBe('n/a');
+  });
+});
+
+describe('runsTable', () => {
+  it('shows each kept run and the low / median / high of every figure over them', () => {
+    const table = runsTable([
+      {
+        ranAt: '2026-12-03T18:00:00.000Z',
+        loadAverage: { before: 1.2, after: 1.5 },
+        figures: { 'ratio at 100': 2.4, 'ratio at 1,000': 1.6 },
+      },
+      { ranAt: '2026-12-03T18:20:00.000Z', figures: { 'ratio at 100': 1.8 } },
+      { ranAt: '2026-12-03T18:40:00.000Z', figures: { 'ratio at 100': 2.1, 'ratio at 1,000': 1.9 } },
+    ]);
+    expect(table.split('\n')).toEqual([
+      '| run (UTC) | load average before / after | ratio at 100 | ratio at 1,000 |',
+      '| --- | --- | --: | --: |',
+      '| 2026-12-03 18:00 | 1.2 / 1.5 | 2.40 | 1.60 |',
+      '| 2026-12-03 18:20 |  | 1.80 |  |',
+      '| 2026-12-03 18:40 |  | 2.10 | 1.90 |',
+      '| **low / median / high over 3 runs** | | 1.80 / 2.10 / 2.40 | 1.60 / 1.75 / 1.90 |',
+      '',
+    ]);
+  });
+
+  it('is empty without runs', () => {
+    expect(runsTable([])).toBe('');
   });
 });

@@ -5,7 +5,8 @@
 //   tsx bench/lib/render-docs.ts --check   exit 1 when either is stale
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { readBenchResults, RESULTS_DIR, type BenchResult, type Figure } from './results.ts';
+import { readBenchResults, RESULTS_DIR, type BenchResult, type BenchRun, type Figure } from './results.ts';
+import { spread } from './spread.ts';
 
 export const BENCHMARKS_DOC = path.resolve(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md');
 export const README = path.resolve(import.meta.dirname, '..', '..', 'README.md');
@@ -72,9 +73,14 @@ with their production flags) against a fresh database and fresh topics, and driv
 after a warm-up, each phase drained before the next, with unique events so every 2xx must apply. Per rate it reports
 p50 / p99 / max of POST to record on the applied topic and of its stages (POST to broker ack, ack to worker commit,
 commit to published), the ledger (2xx = applied records), peak RSS per service, CPU per process and the share of other
-processes on the machine. \`--rates=\`, \`--duration-ms=\`, \`--warmup-ms=\`, \`BENCH_COMMIT_POLL_MS\`,
-\`BENCH_EVENTS_CSV=<file>\` (every event's points in time), \`BENCH_SERVICE_NODE_ARGS\` and the other \`BENCH_*\`
-variables of its header adjust it.`,
+processes on the machine. Right after each rate's bridge phase it measures the floor of the same path through Kafka
+alone (\`bench/e2e/floor.ts\`), on fresh topics with the bridge's client and settings: records of the same size produced
+open loop with acks=all by an idempotent producer, consumed by a consumer-group member in its own process and re-produced
+there in one Kafka transaction per fetch by the relay's transactional producer, read by a read_committed consumer; it
+reports bridge p99 / floor p99 per rate and stage by stage. The results file keeps the recent runs (\`BENCH_RUNS_KEPT\`),
+so the ratios show with their spread over runs. \`--rates=\`, \`--duration-ms=\`, \`--warmup-ms=\`, \`BENCH_FLOOR=0\`,
+\`BENCH_COMMIT_POLL_MS\`, \`BENCH_EVENTS_CSV=<file>\` (every event's points in time), \`BENCH_SERVICE_NODE_ARGS\` and the
+other \`BENCH_*\` variables of its header adjust it.`,
   },
   {
     name: 'soak',
@@ -178,9 +184,38 @@ function runLine(result: BenchResult): string {
   return `${parts.join('; ')}.`;
 }
 
+/**
+ * The runs a results file keeps, one row each (the latest last), and the spread of every figure
+ * over them: low, median and high.
+ */
+export function runsTable(runs: readonly BenchRun[]): string {
+  if (runs.length === 0) return '';
+  const labels = [...new Set(runs.flatMap((r) => Object.keys(r.figures)))];
+  const value = (v: number | undefined) => (v === undefined ? '' : formatValue(v, ''));
+  const rows = runs.map(
+    (r) =>
+      `| ${r.ranAt.slice(0, 16).replace('T', ' ')} | ${r.loadAverage ? `${r.loadAverage.before} / ${r.loadAverage.after}` : ''} | ${labels.map((l) => value(r.figures[l])).join(' | ')} |`,
+  );
+  const spreads = labels.map((l) => {
+    const s = spread(runs.map((r) => r.figures[l] ?? NaN));
+    return s.count === 0 ? 'n/a' : `${formatValue(s.min, '')} / ${formatValue(s.median, '')} / ${formatValue(s.max, '')}`;
+  });
+  return `| run (UTC) | load average before / after | ${labels.join(' | ')} |
+| --- | --- | ${labels.map(() => '--:').join(' | ')} |
+${rows.join('\n')}
+| **low / median / high over ${runs.length} runs** | | ${spreads.join(' | ')} |
+`;
+}
+
 function section(entry: Entry, result: BenchResult): string {
   const files = [`${entry.name}.md`, `${entry.name}.json`, ...(entry.extra ?? [])].map(link).join(', ');
   const rows = result.summary.map((f) => `| ${f.label} | ${formatRange(f)} | ${f.values.length} | ${f.target ?? ''} |`);
+  const runs = result.runs?.length
+    ? `
+The runs the results file keeps, each a complete run of the command above:
+
+${runsTable(result.runs)}`
+    : '';
   return `## ${entry.title}: \`${result.command}\`
 
 ${entry.measures}
@@ -190,7 +225,7 @@ ${runLine(result)} Results: ${files}.
 | figure | range | values | target |
 | --- | --- | --: | --- |
 ${rows.join('\n')}
-`;
+${runs}`;
 }
 
 /** docs/benchmarks.md for these results; throws when a result has no entry or an entry no result. */
@@ -209,7 +244,8 @@ export function renderBenchmarksDoc(results: BenchResult[]): string {
 Each benchmark writes a results file for people (\`bench/results/<name>.md\`) and one for machines
 (\`bench/results/<name>.json\`: the machine, CPU calibration where taken, versions, every round and the
 summary). This page is rendered from the JSON of the latest run of each; a figure is shown as the
-range of its values over the rounds (or samples) of that run. Broker, Postgres, services and load
+range of its values over the rounds (or samples) of that run, or over the runs the file keeps where it
+keeps several. Broker, Postgres, services and load
 generators share one machine, so every figure tracks the machine's load: compare runs through the
 load average and CPU calibration recorded with them. Investigations behind the settings are in
 [bench/JOURNAL.md](../bench/JOURNAL.md).
@@ -245,6 +281,8 @@ const HEADLINES: Array<{ name: string; say: string; figures: Array<{ label: stri
     figures: [
       { label: 'POST → applied record p99 at 100 req/s', as: 'p99 at 100 req/s' },
       { label: 'POST → applied record p99 at 1,000 req/s', as: 'p99 at 1,000 req/s' },
+      { label: 'bridge p99 / floor p99 at 100 req/s, over the kept runs', as: 'p99 / Kafka-floor p99 at 100 req/s' },
+      { label: 'bridge p99 / floor p99 at 1,000 req/s, over the kept runs', as: 'at 1,000 req/s' },
     ],
   },
   {

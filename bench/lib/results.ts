@@ -35,6 +35,21 @@ export interface Figure {
   target?: string;
 }
 
+/**
+ * One complete earlier (or the latest) run of a bench whose file keeps several, so that a figure
+ * can be shown with its spread over runs and hours rather than as the latest run's alone.
+ */
+export interface BenchRun {
+  ranAt: string;
+  loadAverage?: { before: number; after: number };
+  calibrationMs?: { before: number; after: number };
+  /** Other test or benchmark runs seen on the machine during the run. */
+  otherRuns?: string[];
+  settings?: Record<string, unknown>;
+  /** This run's headline figures, by label. */
+  figures: Record<string, number>;
+}
+
 export interface BenchResult {
   /** The file's name without .json, and the key of its entry in the docs. */
   name: string;
@@ -50,6 +65,8 @@ export interface BenchResult {
   rounds: Array<Record<string, unknown>>;
   /** The headline figures, each with its value in every round (or every run) behind it. */
   summary: Figure[];
+  /** The recent runs, the latest last, for a bench that keeps several (bench:e2e). */
+  runs?: BenchRun[];
 }
 
 /** This machine's CPUs and memory; pass the load average taken before the run to record both. */
