@@ -15,10 +15,14 @@ export interface HeaderResult {
  */
 export function singleHeader(headers: RequestHeaders, name: string): HeaderResult {
   const values = headers[name];
-  if (values === undefined || values.length === 0) return { ok: true, value: undefined };
-  if (values.length > 1) return { ok: false, value: undefined };
+  if (values === undefined || values.length === 0) return ABSENT;
+  if (values.length > 1) return REPEATED;
   return { ok: true, value: values[0] };
 }
+
+// Shared answers for the cases without a value: preflight asks for a dozen headers per request.
+const ABSENT: HeaderResult = Object.freeze({ ok: true, value: undefined });
+const REPEATED: HeaderResult = Object.freeze({ ok: false, value: undefined });
 
 const JSON_MEDIA_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
 

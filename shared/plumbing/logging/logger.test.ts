@@ -52,6 +52,20 @@ describe('stdoutDestination', () => {
     expect(lineAfterMarkMs!).toBeLessThan(1500);
   }, 20_000);
 
+  it('writes multi-byte text intact, across several buffer fills', async () => {
+    // The held lines are counted in bytes, not characters: a miscount would cut or join them.
+    const { stdout, exitCode } = await runChild(`
+      for (let n = 1; n <= 200; n += 1) logger.info({ n, text: 'é€😀'.repeat(n % 7) }, 'multi-byte');
+      setTimeout(() => process.exit(0), 300);`);
+    expect(exitCode).toBe(0);
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { n: number; text: string });
+    expect(lines.map((l) => l.n)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    for (const l of lines) expect(l.text).toBe('é€😀'.repeat(l.n % 7));
+  }, 20_000);
+
   it('writes every held line when the process exits at once', async () => {
     const { stdout, exitCode } = await runChild(`
       for (let n = 1; n <= 3; n += 1) logger.info({ n }, 'line before exit');

@@ -36,12 +36,24 @@ export const LOG_FLUSH_INTERVAL_MS = 100;
  * last 100 ms). 0 writes each line as soon as the previous write finished (sonic-boom's default).
  */
 export function stdoutDestination(bufferBytes = DEFAULT_LOG_BUFFER_BYTES): pino.DestinationStream {
-  return pino.destination({
+  if (bufferBytes === 0) return pino.destination({ dest: 1, sync: false, minLength: 0 });
+  // Held lines as Buffers, not as one growing string: sonic-boom's string mode measures the held
+  // string's UTF-8 length on every line, which flattens (copies) all of it each time, so a full
+  // buffer cost its size again per line in copies and young-generation garbage. In buffer mode
+  // each line is copied once and the held ones are joined once, at the write.
+  const stream = pino.destination({
     dest: 1,
     sync: false,
     minLength: bufferBytes,
-    ...(bufferBytes > 0 ? { periodicFlush: LOG_FLUSH_INTERVAL_MS } : {}),
+    periodicFlush: LOG_FLUSH_INTERVAL_MS,
+    contentMode: 'buffer',
   });
+  // `stream.write` is looked up on each line: pino's EPIPE handler replaces it on the stream.
+  return {
+    write: (line: string) => stream.write(Buffer.from(line) as unknown as string),
+    flush: (cb?: (err?: Error) => void) => stream.flush(cb),
+    flushSync: () => stream.flushSync(),
+  } as pino.DestinationStream;
 }
 
 // One JSON line per event on stdout; callers add child bindings (event_id, topic, partition, offset).
