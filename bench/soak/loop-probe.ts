@@ -2,7 +2,7 @@
 // services register no prom-client default metrics (their /metrics has no nodejs_eventloop_lag_*),
 // so this measures the event-loop delay the way those metrics would (perf_hooks
 // monitorEventLoopDelay at 10 ms resolution) without touching the services. Node runs --import in
-// worker threads too, so the worker's relay thread gets its own histogram. The bench asks over the
+// worker threads too, so a thread a service starts would get a histogram of its own. The bench asks over the
 // IPC channel; each answer covers the time since the previous one (the histograms are reset).
 //   bench -> main thread (IPC):  { type: 'loop-probe:sample' }
 //   main thread -> bench (IPC):  { type: 'loop-probe:window', threads: LoopWindow[] }
@@ -10,7 +10,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isMainThread, threadId, workerData } from 'node:worker_threads';
 
 export interface LoopWindow {
-  /** 'main', or the worker thread's workerData.kind ('outbox-relay'), else 'thread <id>'. */
+  /** 'main', or a worker thread's workerData.kind, else 'thread <id>'. */
   thread: string;
   /** Delay beyond the 10 ms timer period over the window, ms; NaN when the window had no sample. */
   p50: number;

@@ -88,7 +88,7 @@ function loopSummary(samples: Sample[], pick: (s: Sample) => LoopDelay | undefin
 function sampleRow(s: Sample): string {
   const loop = (d?: LoopDelay) => (d ? fmt(d.p99, 1) : '-');
   const c = s.cpu;
-  return `| ${s.index} | ${fmt(s.t, 1)} | ${s.phase} | ${n(s.sent)} | ${n(s.accepted)} | ${s.rejected} | ${n(s.applied)} | ${fmt(s.e2e.p50, 0)} / ${fmt(s.e2e.p99, 0)} | ${Number.isFinite(s.lag) ? n(s.lag) : 'n/a'} | ${fmt(s.rssMb.ingress, 1)} / ${fmt(s.rssMb.worker, 1)} | ${loop(s.loop.ingress)} / ${loop(s.loop.worker)} / ${loop(s.loop.relay)} | ${fmt(s.sendLateP99, 1)} | ${loop(s.bench.loop)} / ${fmt(s.bench.gcMs, 0)} / ${fmt(s.bench.gcMaxMs, 0)} / ${fmt(s.bench.heapMb, 0)} | ${fmt(c.ingress, 0)} / ${fmt(c.worker, 0)} / ${fmt(c.postgres, 0)} / ${fmt(c.kafka, 0)} / ${fmt(c.bench, 0)} / ${fmt(c.others, 0)} | ${s.otherRuns.length ? s.otherRuns.join(', ') : ''} |`;
+  return `| ${s.index} | ${fmt(s.t, 1)} | ${s.phase} | ${n(s.sent)} | ${n(s.accepted)} | ${s.rejected} | ${n(s.applied)} | ${fmt(s.e2e.p50, 0)} / ${fmt(s.e2e.p99, 0)} | ${Number.isFinite(s.lag) ? n(s.lag) : 'n/a'} | ${fmt(s.rssMb.ingress, 1)} / ${fmt(s.rssMb.worker, 1)} | ${loop(s.loop.ingress)} / ${loop(s.loop.worker)} | ${fmt(s.sendLateP99, 1)} | ${loop(s.bench.loop)} / ${fmt(s.bench.gcMs, 0)} / ${fmt(s.bench.gcMaxMs, 0)} / ${fmt(s.bench.heapMb, 0)} | ${fmt(c.ingress, 0)} / ${fmt(c.worker, 0)} / ${fmt(c.postgres, 0)} / ${fmt(c.kafka, 0)} / ${fmt(c.bench, 0)} / ${fmt(c.others, 0)} | ${s.otherRuns.length ? s.otherRuns.join(', ') : ''} |`;
 }
 
 export function renderReport(run: SoakRun, chartFile: string): string {
@@ -132,7 +132,7 @@ so every 2xx must apply). ${n(run.load.sent)} requests sent, ${fmt(achieved, 1)}
 (bench/results/e2e.json), so the soak measures drift and growth rather than queueing; \`--rate=\` or BENCH_SOAK_RATE sets another.
 
 How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the first due time (sample k covers the ${run.sampleMs / 1000} s before it):
-- **RSS**: each service's node process VmRSS (/proc/<pid>/status) at the sample (the worker's includes its relay thread).
+- **RSS**: each service's node process VmRSS (/proc/<pid>/status) at the sample.
   **Growth** compares the median of the first ${run.rss[0]?.n ?? 3} samples after the warm-up with the median of the last ${run.rss[0]?.n ?? 3} before the load stops (a median, so one GC
   cycle's high or low point does not decide it).
 - **Event-loop delay**: the services register no prom-client default metrics (their /metrics has no \`nodejs_eventloop_lag_*\`), so \`${run.probe}\` is preloaded into
@@ -169,7 +169,7 @@ Over the soak (${soak.length} samples after the warm-up, before the load stopped
   p99 per window: median ${fmt(median(soak.map((s) => s.e2e.p99)), 1)} ms, highest ${fmt(maxOf(soak.map((s) => s.e2e.p99)), 1)} ms.
 - Lag at the samples: median ${fmt(median(soak.map((s) => s.lag)), 0)}, highest ${fmt(maxOf(soak.map((s) => s.lag)), 0)} records.
 - RSS: peak (VmRSS every second) ingress ${fmt(run.rssSoakPeakMb.ingress, 1)} MiB, worker ${fmt(run.rssSoakPeakMb.worker, 1)} MiB after the warm-up; ${fmt(run.rssPeakMb.ingress, 1)} / ${fmt(run.rssPeakMb.worker, 1)} MiB over the whole run (VmHWM ${fmt(run.rssHwmMb.ingress, 1)} / ${fmt(run.rssHwmMb.worker, 1)}).
-- Event-loop delay: ingress ${loopSummary(soak, (s) => s.loop.ingress)}; worker main thread ${loopSummary(soak, (s) => s.loop.worker)}; relay thread ${loopSummary(soak, (s) => s.loop.relay)}; the bench's own ${loopSummary(soak, (s) => s.bench.loop)}.
+- Event-loop delay: ingress ${loopSummary(soak, (s) => s.loop.ingress)}; worker main thread ${loopSummary(soak, (s) => s.loop.worker)}; the bench's own ${loopSummary(soak, (s) => s.bench.loop)}.
 - The bench process: GC pauses per window median ${fmt(median(soak.map((s) => s.bench.gcMs)), 0)} ms, highest ${fmt(maxOf(soak.map((s) => s.bench.gcMs)), 0)} ms, longest single pause ${fmt(maxOf(soak.map((s) => s.bench.gcMaxMs)), 0)} ms; heap used ${fmt(soak[0]?.bench.heapMb ?? NaN, 0)} → ${fmt(soak.at(-1)?.bench.heapMb ?? NaN, 0)} MiB over the soak.
 - CPU, median window (% of one core): ingress ${cpuMedian((s) => s.cpu.ingress)}, worker ${cpuMedian((s) => s.cpu.worker)}, Postgres ${cpuMedian((s) => s.cpu.postgres)}, broker ${cpuMedian((s) => s.cpu.kafka)}, bench ${cpuMedian((s) => s.cpu.bench)}; whole machine ${cpuMedian((s) => s.cpu.machine)} of ${cores * 100}%, of which ${cpuMedian((s) => s.cpu.others)} by other processes.
 - The generator sent its requests ${fmt(maxOf(underLoad.map((s) => s.sendLateP99)), 1)} ms late at p99 in its worst window; non-2xx answers: ${rejected.length ? rejected.map(([k, v]) => `${v} ${k}`).join(', ') : 'none'}.
@@ -179,7 +179,7 @@ Over the soak (${soak.length} samples after the warm-up, before the load stopped
 ## Samples
 
 Every ${run.sampleMs / 1000} s; sent / 2xx / non-2xx / applied are counts within the window, lag and RSS are read at its end. Loop: event-loop delay p99 of the
-ingress / worker main thread / relay thread (ms beyond the timer period). Bench: its event-loop delay p99 / GC pause sum / longest GC pause (ms) / heap used (MiB).
+ingress / worker main thread (ms beyond the timer period). Bench: its event-loop delay p99 / GC pause sum / longest GC pause (ms) / heap used (MiB).
 CPU: ingress / worker / Postgres / broker / bench / others, % of one core.
 
 | # | t (s) | phase | sent | 2xx | non-2xx | applied | POST → applied p50 / p99 (ms) | lag | RSS ingress / worker (MiB) | loop p99 (ms) | sent late p99 (ms) | bench loop / GC / GC max / heap | CPU (%) | other runs |

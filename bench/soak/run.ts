@@ -192,7 +192,7 @@ try {
     if (sample.phase === 'warm-up' && phaseOf(k + 1) === 'soak') rss.window('soak');
     const loop = (d?: { p99: number }) => (d ? fmt(d.p99, 1) : '-');
     log(
-      `t=${fmt(sample.t, 0)} s ${sample.phase}: ${sample.sent} sent, ${sample.accepted} 2xx${sample.rejected ? `, ${sample.rejected} other answers` : ''}, ${sample.applied} applied, e2e p99 ${fmt(sample.e2e.p99, 0)} ms, lag ${sample.lag}, RSS ${fmt(sample.rssMb.ingress, 0)} / ${fmt(sample.rssMb.worker, 0)} MB, loop p99 ${loop(sample.loop.ingress)} / ${loop(sample.loop.worker)} / ${loop(sample.loop.relay)} ms, bench loop p99 ${loop(sample.bench.loop)} ms, GC ${fmt(sample.bench.gcMs, 0)} ms, heap ${fmt(sample.bench.heapMb, 0)} MB`,
+      `t=${fmt(sample.t, 0)} s ${sample.phase}: ${sample.sent} sent, ${sample.accepted} 2xx${sample.rejected ? `, ${sample.rejected} other answers` : ''}, ${sample.applied} applied, e2e p99 ${fmt(sample.e2e.p99, 0)} ms, lag ${sample.lag}, RSS ${fmt(sample.rssMb.ingress, 0)} / ${fmt(sample.rssMb.worker, 0)} MB, loop p99 ${loop(sample.loop.ingress)} / ${loop(sample.loop.worker)} ms, bench loop p99 ${loop(sample.bench.loop)} ms, GC ${fmt(sample.bench.gcMs, 0)} ms, heap ${fmt(sample.bench.heapMb, 0)} MB`,
     );
     // (A generator running late can still be sending in the first 'drain' window.)
     if (loadStopped !== undefined && ((drained() && lagResult !== undefined) || wallNow() > loadStopped.lastSent + DRAIN_TIMEOUT_MS)) break;
@@ -357,7 +357,7 @@ writeFileSync(
         unit: 'MiB, VmRSS',
         series: [
           { label: 'ingress', color: '#1f77b4', values: result.samples.map((s) => s.rssMb.ingress) },
-          { label: 'worker (relay thread incl.)', color: '#d62728', values: result.samples.map((s) => s.rssMb.worker) },
+          { label: 'worker', color: '#d62728', values: result.samples.map((s) => s.rssMb.worker) },
         ],
       },
       {
@@ -379,7 +379,6 @@ writeFileSync(
         series: [
           { label: 'ingress', color: '#1f77b4', values: result.samples.map((s) => s.loop.ingress?.p99 ?? NaN) },
           { label: 'worker main thread', color: '#d62728', values: result.samples.map((s) => s.loop.worker?.p99 ?? NaN) },
-          { label: 'worker relay thread', color: '#ff7f0e', values: result.samples.map((s) => s.loop.relay?.p99 ?? NaN), dashed: true },
           { label: 'bench (load + reader)', color: '#7f7f7f', values: result.samples.map((s) => s.bench.loop?.p99 ?? NaN), dashed: true },
         ],
       },

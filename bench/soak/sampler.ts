@@ -41,7 +41,7 @@ export interface Sample {
   lag: number;
   rssMb: { ingress: number; worker: number };
   /** Event-loop delay beyond the 10 ms timer period, per thread; undefined when the probe did not answer. */
-  loop: { ingress?: LoopDelay; worker?: LoopDelay; relay?: LoopDelay };
+  loop: { ingress?: LoopDelay; worker?: LoopDelay };
   /** The bench process: event-loop delay beyond the 10 ms timer period, GC pauses in the window (sum and longest), heap used at its end. */
   bench: { loop?: LoopDelay; gcMs: number; gcMaxMs: number; heapMb: number };
   /** CPU over the window, % of one core. */
@@ -217,7 +217,6 @@ export class Sampler {
       loop: {
         ingress: delayOf(ingressLoop?.find((w) => w.thread === 'main')),
         worker: delayOf(workerLoop?.find((w) => w.thread === 'main')),
-        relay: delayOf(workerLoop?.find((w) => w.thread === 'outbox-relay')),
       },
       bench,
       cpu,

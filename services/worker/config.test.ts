@@ -18,3 +18,10 @@ describe('RELAY_STOP_DRAIN_MS', () => {
     expect(() => configOf({ RELAY_STOP_DRAIN_MS: '1.5' })).toThrow(/RELAY_STOP_DRAIN_MS/);
   });
 });
+
+describe('WORKER_RELAY', () => {
+  it('is refused with a reason, not silently ignored, since the relay thread was removed', () => {
+    expect(() => configOf({ WORKER_RELAY: 'thread' })).toThrow(/WORKER_RELAY was removed/);
+    expect(() => configOf({})).not.toThrow();
+  });
+});

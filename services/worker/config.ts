@@ -38,6 +38,9 @@ export const workerEnvSchema = z.object({
   WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
+  // Removed: the relay runs on the worker's main thread only. Refused rather than ignored, so a
+  // deployment that still sets it learns so at start-up.
+  WORKER_RELAY: z.undefined({ error: "WORKER_RELAY was removed: the relay always runs on the worker's main thread; unset it" }).optional(),
   // Record bytes per partition in one relay batch beyond its first record (headers included):
   // within the broker's message.max.bytes.
   RELAY_BATCH_BYTES: positiveIntSchema.default(RELAY_BATCH_BYTES),
