@@ -15,7 +15,7 @@ const pomFile = path.join(repoRoot, 'infra', 'provision', 'kafka', 'pom.xml');
 export interface LocalKafkaOptions {
   /** Folder name under .cache/kafka/data; a cluster's identity. */
   name: string;
-  nodes: 1 | 3;
+  nodes: 1 | 2 | 3;
   /** Broker i listens on basePort + 2i, its controller on basePort + 2i + 1. */
   basePort: number;
   heapMb?: number;
