@@ -20,7 +20,7 @@ export interface BrokerLinkOptions {
 
 /**
  * The ingress's link to the broker: a probe every interval decides whether the broker is up (and
- * /readyz true), follows partition leaders, and builds the idempotent producer the publisher sends
+ * /readyz true), follows the topic's partition count, and builds the idempotent producer the publisher sends
  * with. A producer whose send failed is never reused: the publisher hands it back with
  * replaceProducer and the probe builds the next one at once.
  */
@@ -30,7 +30,7 @@ export class BrokerLink {
   private currentProducer: Producer | undefined;
   private currentSender: PartitionedSender | undefined;
   /** Refreshed by every readiness probe (each second), so leader moves are followed. */
-  private layout: TopicLayout = { partitionCount: 0, leaders: new Map() };
+  private layout: TopicLayout = { partitionCount: 0 };
   private admin: Admin | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private probing: Promise<void> | undefined;

@@ -217,7 +217,6 @@ export class BatchingPublisher {
     });
     try {
       const outcome = await Promise.race([
-        // One send per partition leader: a send() spanning leaders can resolve without part of it (kafkajs#1303).
         sender.send({ topic: this.options.topic, messages, acks: -1 }).then(() => 'acked' as const),
         timeout,
       ]);

@@ -43,7 +43,7 @@ const basePort = Number(process.env.FAILOVER_BASE_PORT ?? (await freePortRange(6
 /**
  * The real ingress (replication 3, min.insync.replicas 2) and a real worker whose relay publishes,
  * against three brokers of which one at a time is SIGKILLed under load. The loss this guards
- * against (kafkajs#1303, README) showed in 2 of 6 single runs, hence several rounds.
+ * against (kafkajs#1303, docs/architecture.md) showed in 2 of 6 single runs, hence several rounds.
  */
 describe('failures: one broker of three killed under load, round after round', () => {
   const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort });

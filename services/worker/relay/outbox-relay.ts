@@ -53,7 +53,7 @@ export interface OutboxRelayOptions {
   crashPoints: CrashPoints;
   /** Warn about an open transaction holding applied records back after this long (default 30 s). */
   heldBackWarnMs?: number;
-  /** Layout of the applied topic: rows are then sent one partition leader per send() (see PartitionedSender). */
+  /** Partition count of the applied topic: rows are then placed by murmur2 before the send (see PartitionedSender). */
   layout?: (topic: string) => Promise<TopicLayout>;
   /** How long stop() goes on publishing what was applied before it (default STOP_DRAIN_MS; 0: not at all). */
   stopDrainMs?: number;

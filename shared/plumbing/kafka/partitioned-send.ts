@@ -1,22 +1,21 @@
 import { Partitioners, type Admin, type Message, type PartitionerArgs, type Producer, type RecordMetadata } from 'kafkajs';
 import { partitionForKey } from './murmur2.ts';
 
-/** What a sender needs to know of a topic: its partition count and each partition's leader. */
+/** What a sender needs to know of a topic. */
 export interface TopicLayout {
   partitionCount: number;
-  /** partition -> leader broker id, as last seen in the cluster metadata. */
-  leaders: ReadonlyMap<number, number>;
 }
 
 /**
- * kafkajs 2.2.4 can resolve send() without writing part of it (tulios/kafkajs#1303, PR #1798):
- * one send() spanning several leaders keeps the responses of brokers that answered; when a broker
- * dies and its partitions move to a broker that already answered, the retry sends nothing for
- * them and send() still resolves. Observed here: a broker of three SIGKILLed under load, two
- * acknowledged records missing from the topic. A send() whose partitions share one leader has no
- * other broker that could have answered already, so a retry always re-sends it: this sender splits
- * every send per partition leader (one send on a single broker, so no extra round trips there).
- * Leaders come from metadata at most a second old; partitions with an unknown leader go alone.
+ * Places each message on its partition before kafkajs sees it, then sends them in one send():
+ * keyed records by the Java client's murmur2 (shared/plumbing/kafka/murmur2.ts, so keys land where
+ * any other client puts them, without kafkajs's slower partitioner running per message), keyless
+ * ones by kafkajs's default partitioner. The message keeps its partition (set in place), so a
+ * caller can tell which partition each record went to.
+ *
+ * A send spanning several partition leaders is safe: the kafkajs patch keeps the broker's answer
+ * per partition across retries, so a partition whose leader moved is sent again wherever it went
+ * (tulios/kafkajs#1303; test/failures/partial-send.test.ts).
  */
 export class PartitionedSender {
   readonly #producer: Pick<Producer, 'send'>;
@@ -33,45 +32,30 @@ export class PartitionedSender {
     request: { topic: string; acks: -1 | 1; messages: Message[] },
     via: Pick<Producer, 'send'> = this.#producer,
   ): Promise<RecordMetadata[]> {
-    const { topic, acks, messages } = request;
-    const { partitionCount, leaders } = await this.#layout(topic);
+    const { topic, messages } = request;
+    const { partitionCount } = await this.#layout(topic);
     let partitionMetadata: PartitionerArgs['partitionMetadata'] | undefined;
-    const byLeader = new Map<string, Message[]>();
     for (const message of messages) {
-      // The default partitioner's murmur2 for keyed records (so keys land where they always did);
-      // kafkajs's own partitioner for the rest. The message keeps its partition (set in place).
-      let partition = message.partition;
-      if (partition === undefined || partition === null) {
-        if (message.key !== undefined && message.key !== null) partition = partitionForKey(message.key, partitionCount);
-        else {
-          partitionMetadata ??= Array.from({ length: partitionCount }, (_, partitionId) => ({
-            partitionId,
-            leader: 0,
-          })) as PartitionerArgs['partitionMetadata'];
-          partition = this.#partitioner({ topic, partitionMetadata, message });
-        }
-        message.partition = partition;
+      if (message.partition !== undefined && message.partition !== null) continue;
+      if (message.key !== undefined && message.key !== null) message.partition = partitionForKey(message.key, partitionCount);
+      else {
+        partitionMetadata ??= Array.from({ length: partitionCount }, (_, partitionId) => ({
+          partitionId,
+          leader: 0,
+        })) as PartitionerArgs['partitionMetadata'];
+        message.partition = this.#partitioner({ topic, partitionMetadata, message });
       }
-      const leader = leaders.get(partition);
-      const group = leader === undefined ? `partition-${partition}` : `leader-${leader}`;
-      const list = byLeader.get(group);
-      if (list) list.push(message);
-      else byLeader.set(group, [message]);
     }
-    const results = await Promise.all([...byLeader.values()].map((group) => via.send({ topic, acks, messages: group })));
-    return results.flat();
+    return via.send(request);
   }
 }
 
-export function layoutFromMetadata(partitions: ReadonlyArray<{ partitionId: number; leader: number }>): TopicLayout {
-  return {
-    partitionCount: partitions.length,
-    leaders: new Map(partitions.filter((p) => p.leader >= 0).map((p) => [p.partitionId, p.leader])),
-  };
+export function layoutFromMetadata(partitions: ReadonlyArray<{ partitionId: number }>): TopicLayout {
+  return { partitionCount: partitions.length };
 }
 
-/** Topic layouts read through the admin client, reused for maxAgeMs so leader moves are seen soon. */
-export function topicLayouts(admin: Admin, maxAgeMs = 1000): (topic: string) => Promise<TopicLayout> {
+/** Topic layouts read through the admin client, reused for maxAgeMs (added partitions are seen within it). */
+export function topicLayouts(admin: Admin, maxAgeMs = 30_000): (topic: string) => Promise<TopicLayout> {
   const cache = new Map<string, { at: number; layout: Promise<TopicLayout> }>();
   return (topic) => {
     const cached = cache.get(topic);

@@ -8,8 +8,9 @@ export type SendResult = { ok: true; partition: number; offset: bigint } | { ok:
 
 /**
  * Each message's offset from a send's answer: a partition's messages are appended in order from its
- * baseOffset. A partition the answer does not mention was not acknowledged (kafkajs#1303 resolves a
- * send without part of it), so its records are failures, never "sent" at offset -1.
+ * baseOffset. A partition the answer does not mention was not acknowledged (unpatched kafkajs could
+ * resolve a send without part of it, kafkajs#1303), so its records are failures, never "sent" at
+ * offset -1.
  */
 export function acknowledgedOffsets(
   partitions: readonly number[],
@@ -30,8 +31,7 @@ const REPLAY_SEND_TIMEOUT_MS = 30_000;
 
 /**
  * Sends the messages to `topic` one partition at a time, in partition order, and reports each
- * message's own result. A send per partition has a single leader, so the kafkajs hazard of a send
- * across leaders (PartitionedSender) cannot drop part of it, and a partition the broker refuses
+ * message's own result. A send per partition means a partition the broker refuses
  * (record too large, no leader) fails only its own records. After a failed or timed-out send the
  * producer is replaced (RecoveringProducer) before the next partition's send.
  */
