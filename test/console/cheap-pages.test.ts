@@ -1,10 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import type { Kafka, Message } from '#plumbing/kafka/types.ts';
-import pg from 'pg';
-import { sampleEvent } from '../contract/harness.ts';
-import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
-import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
@@ -13,104 +8,16 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { searchInbox, selectOutcomesPerMinute, selectStatusCounts } from '#domain/store/operator-views.ts';
 import type { Queryable } from '#domain/store/session.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { BIG_BRIDGE, fillBigDlq, fillBigInbox } from '../kit/big-bridge.ts';
 
-// Operator pages on a big bridge: a million inbox rows and a 100,000-record DLQ. A page that reads
+// Operator pages on a big bridge (test/kit/big-bridge.ts): a million inbox rows and a 100,000-record DLQ. A page that reads
 // Postgres only (search) must answer within SEARCH_BOUND_MS, a page that also asks the broker
 // (overview, dead letters) within PAGE_BOUND_MS: the median of five timed requests after one
 // warm-up, on the shared 2-core test machine. No page may read the whole DLQ or scan inbox_events.
 const SEARCH_BOUND_MS = 250;
 const PAGE_BOUND_MS = 1000;
-const INBOX_ROWS = 1_000_000;
-const DLQ_RECORDS = 100_000;
-const PARTITIONS = 12;
+const { inboxRows: INBOX_ROWS, dlqRecords: DLQ_RECORDS, partitions: PARTITIONS, tenants: TENANTS } = BIG_BRIDGE;
 const DAY_MS = 24 * 3600 * 1000;
-// The DLQ's records span the last 29 days (its retention is 30): the oldest are about to expire.
-const DLQ_SPAN_MS = 29 * DAY_MS;
-const TENANTS = 50;
-
-async function fillInbox(db: TestDatabase): Promise<void> {
-  // One event every 2.592 s over 30 days, newest first: i = 1 is now.
-  // A client of its own: the test pool's statement and read timeouts are for the hot path.
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  try {
-    // Built after the rows, as a bulk load does: maintaining every index row by row takes minutes.
-    const { rows: indexes } = await client.query<{ name: string; def: string }>(
-      `SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'inbox_events' AND indexname <> 'inbox_events_pkey'`,
-    );
-    for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
-    await client.query(
-      `INSERT INTO inbox_events (event_id, idempotency_key, tenant_id, resource_type, resource_id, resource_version, event_type,
-                               status, body_sha256, payload, fingerprint, trace_id, received_at, first_seen_at, updated_at)
-     SELECT 'evt_big_' || i, 'idem_big_' || i, 'tenant_big_' || (i % ${TENANTS}), 'theme', 'thm_big_' || (i % 100000), i, 'theme.updated',
-            CASE WHEN i % 100 < 90 THEN 'applied' WHEN i % 100 < 95 THEN 'duplicate' WHEN i % 100 < 98 THEN 'stale'
-                 WHEN i % 100 < 99 THEN 'dead_lettered' ELSE 'retrying' END,
-            md5(i::text), NULL, md5(i::text), CASE WHEN i % 2 = 0 THEN lpad(to_hex(i), 32, '0') END,
-            t, t, t
-     FROM generate_series(1, $1) AS i, LATERAL (SELECT now() - i * interval '2592 milliseconds' AS t) AS at`,
-      [INBOX_ROWS],
-    );
-    for (const i of indexes) await client.query(i.def);
-    await client.query('VACUUM ANALYZE inbox_events');
-  } finally {
-    await client.end();
-  }
-}
-
-/** Dead letters oldest first, timestamps (and dead-lettered-at) spread evenly over DLQ_SPAN_MS. */
-async function fillDlq(kafka: Kafka, names: TopicNames, now: number): Promise<number[]> {
-  // Idempotent: a send retried after a partial failure (a partition without a leader yet on the
-  // fresh topic, a timeout under load) rewrites every partition of the request, and only the
-  // broker's sequence check keeps that from doubling records, which the expiry count would show.
-  const producer = kafka.producer({
-    createPartitioner: defaultPartitioner,
-    allowAutoTopicCreation: false,
-    idempotent: true,
-    maxInFlightRequests: 1,
-  });
-  await producer.connect();
-  const stamps: number[] = [];
-  try {
-    // Sends of 50 records per partition: the broker returns whole record batches, so batches far
-    // larger than a dead-lettering worker's would make every small read decode hundreds of records.
-    const BATCH = 50 * PARTITIONS;
-    for (let start = 0; start < DLQ_RECORDS; start += BATCH) {
-      const messages: Message[] = [];
-      for (let i = start; i < Math.min(DLQ_RECORDS, start + BATCH); i += 1) {
-        const at = now - DLQ_SPAN_MS + Math.floor((i * DLQ_SPAN_MS) / DLQ_RECORDS);
-        stamps.push(at);
-        const tenant = `tenant_dlq_${i % TENANTS}`;
-        const event = sampleEvent(tenant, `thm_dlq_${i}`, 1, { event_id: `evt_dlq_${i}` });
-        messages.push({
-          partition: i % PARTITIONS,
-          key: `${tenant}/theme/thm_dlq_${i}`,
-          value: JSON.stringify(event),
-          timestamp: String(at),
-          headers: {
-            [EVENT_HEADERS.eventId]: event.event_id,
-            [EVENT_HEADERS.source]: `src-${i % 3}`,
-            ...encodeDeadLetterInfo({
-              attempt: 5,
-              firstFailureAt: new Date(at - 60_000),
-              lastErrorCode: i % 10 === 0 ? 'invalid_envelope' : 'db_unavailable',
-              lastErrorMessage: 'generated',
-              originalTopic: names.events,
-              originalPartition: i % PARTITIONS,
-              originalOffset: String(i),
-              reason: i % 10 === 0 ? 'invalid_envelope' : 'retries_exhausted',
-              deadLetteredAt: new Date(at),
-              failedTopic: names.retries.at(-1)!,
-            }),
-          },
-        });
-      }
-      await producer.send({ topic: names.dlq, acks: -1, messages });
-    }
-  } finally {
-    await producer.disconnect();
-  }
-  return stamps;
-}
 
 async function timed(url: string): Promise<{ ms: number; status: number; text: string }> {
   const t0 = performance.now();
@@ -146,7 +53,7 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
     db = await createTestDatabase();
     ({ names } = await createTestTopics(kafka, { eventsPartitions: PARTITIONS }));
     const t0 = performance.now();
-    [stamps] = await Promise.all([fillDlq(kafka, names, now), fillInbox(db)]);
+    [stamps] = await Promise.all([fillBigDlq(kafka, names, now), fillBigInbox(db.url)]);
     console.log(`[cheap-pages] data generated in ${Math.round(performance.now() - t0)} ms`);
     // Each generated record once: the counts the tests compare with are taken from `stamps`.
     const admin = kafka.admin();
