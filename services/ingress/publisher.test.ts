@@ -56,9 +56,11 @@ describe('BatchingPublisher ack deadlines', () => {
     expect(codes.slice(0, 2)).toEqual(['ack_timeout', 'ack_timeout']);
     expect(['ack_timeout', 'broker_unavailable']).toContain(codes[2]);
     expect(elapsed).toBeGreaterThanOrEqual(145);
-    expect(elapsed).toBeLessThan(1000);
+    // Liveness only, 20x the deadline: the answers come from the deadline's timer, not from a
+    // later one (a slow machine delays a timer, it does not multiply it).
+    expect(elapsed).toBeLessThan(150 * 20);
     await publisher.close();
-  });
+  }, 10_000);
 });
 
 // A broker that acknowledges every produce request after `ackMs`, recording each request's size.

@@ -156,7 +156,8 @@ describe('startAdminServer', () => {
     const closed = started.close().then(() => performance.now() - t0);
     release();
     expect(await answer).toEqual({ status: 503, connection: 'close' });
-    expect(await closed).toBeLessThan(1000);
+    // Half the keep-alive timeout it would otherwise wait for: far above the quiet figure.
+    expect(await closed).toBeLessThan(2_500);
     agent.destroy();
   });
 });
