@@ -139,20 +139,18 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
       END $$`);
     await db.pool.query('CREATE TRIGGER test_refuse_event BEFORE INSERT ON inbox_events FOR EACH ROW EXECUTE FUNCTION test_refuse_event()');
     try {
-      const started = Date.now();
       const run = await runBridge(['reprocess', '--topic', events, '--from', '0', '--json'], env, 120_000);
-      const tookMs = Date.now() - started;
       expect(run.code, run.stdout + run.stderr).toBe(1);
       const error = JSON.parse(run.stderr) as {
         error: string;
         details: { partition: number; offset: string; outcomes: Record<string, number> };
       };
+      // The cause itself, from the command's own attempts: not a watchdog's "no progress" after the
+      // batch was retried behind its back (the 120 s above only guards liveness).
       expect(error.error).toMatch(
         /^applying .*\/0 from offset 200 failed 3 times: injected failure for .*; records before it were applied; rerun from that offset/,
       );
       expect(error.details).toMatchObject({ partition: 0, offset: '200', outcomes: { applied: 200, duplicate: 0 } });
-      // The cause, at once: not a watchdog's "no progress" after the batch was retried behind its back.
-      expect(tookMs).toBeLessThan(25_000);
       const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM inbox_events');
       expect(rows[0]!.n).toBe(200);
     } finally {

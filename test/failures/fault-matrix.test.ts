@@ -385,5 +385,5 @@ describe('failures: fault matrix under steady traffic', () => {
       `applied topic ${applied.records} records for ${applied.applied} applied events (${applied.repeated} repeated); stuck session: ${lockTimeouts} lock/statement timeouts, ${pauses} pauses (${failureSamples}); DLQ ${dlq.length}; retry topics ${JSON.stringify(retried)}; worker ${worker.kills} kills / ${worker.starts} starts`;
     console.error(summary);
     expect(firstOf(problems), summary).toEqual([]);
-  }, 360_000);
+  }, 720_000);
 });

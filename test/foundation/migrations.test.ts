@@ -64,11 +64,10 @@ describe('migrations on the real Postgres', () => {
       const c = await holder.connect();
       await c.query('BEGIN');
       await c.query('LOCK TABLE busy IN ACCESS SHARE MODE');
-      const started = Date.now();
+      // The lock timeout's own message: it gave up on the lock rather than wait for the holder.
       await expect(migrate(pool, { dir, lockTimeoutMs: 500 })).rejects.toThrow(
         /0002_alter\.sql failed: canceling statement due to lock timeout/,
       );
-      expect(Date.now() - started).toBeLessThan(5_000);
       await c.query('ROLLBACK');
       c.release();
       expect((await migrate(pool, { dir })).applied.map((m) => m.version)).toEqual([2]);

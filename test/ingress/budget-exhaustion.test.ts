@@ -172,7 +172,6 @@ describe('the in-flight body budget against clients that never send their bodies
     const trickler = new Attacker(port, '127.0.0.5');
     const slowHeaders = new Attacker(port, '127.0.0.5');
     try {
-      const started = Date.now();
       stalled.head(1024);
       stalled.socket.write('{');
       trickler.head(1024);
@@ -182,8 +181,10 @@ describe('the in-flight body budget against clients that never send their bodies
         slowHeaders.socket.write('X-Pad: 1\r\n');
       }, 200);
       try {
+        // Liveness bound: below the 30 s request timeout, so each was cut off by its own timer
+        // (the metrics below name which), far above the 0.5-1.5 s those timers take.
         await eventually(() => stalled.closed && trickler.closed && slowHeaders.closed, {
-          timeoutMs: 10_000,
+          timeoutMs: 20_000,
           message: 'all three cut off',
         });
       } finally {
@@ -192,7 +193,6 @@ describe('the in-flight body budget against clients that never send their bodies
       for (const a of [stalled, trickler, slowHeaders]) expect(a.status(), a.answer).toBe(408);
       expect(stalled.answer).toContain('{"error":"request_timeout"}');
       expect(trickler.answer).toContain('{"error":"request_timeout"}');
-      expect(Date.now() - started).toBeLessThan(8000);
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="body_idle_timeout"\}/)).toBe(1);
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="body_timeout"\}/)).toBe(1);
       expect(await metric(ingress, /^webhook_overload_refusals_total\{reason="headers_timeout"\}/)).toBe(1);

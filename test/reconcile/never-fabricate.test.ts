@@ -378,21 +378,19 @@ describe('the request and the answer, against a real HTTP server', () => {
 
   it('stops reading at the 1 MiB limit instead of reading the whole answer', async () => {
     const r = reconciler([reconcileSource('big', `${base}/endless/{id}`, { timeoutMs: 20_000 })]);
-    const started = Date.now();
     const report = await r.reconcile({ tenantId: TENANT, type: 'theme', id: 'x', trigger: 'operator', dryRun: true });
     expect(report.outcome).toBe('failed');
+    // The limit's reason, not the 20 s request timeout's: it stopped reading at the limit.
     expect(report.reason).toMatch(/1048576 bytes/);
-    expect(Date.now() - started).toBeLessThan(10_000);
     await eventually(async () => written.closed, { timeoutMs: 5000, message: 'the server saw the connection closed' });
   });
 
   it('stops at the limit for a gzip answer too (counting what it decompresses to)', async () => {
     const r = reconciler([reconcileSource('bomb', `${base}/bomb/{id}`, { timeoutMs: 20_000 })]);
-    const started = Date.now();
     const report = await r.reconcile({ tenantId: TENANT, type: 'theme', id: 'x', trigger: 'operator', dryRun: true });
     expect(report.outcome).toBe('failed');
+    // The limit's reason, not the 20 s request timeout's: it stopped reading at the limit.
     expect(report.reason).toMatch(/1048576 bytes/);
-    expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   it("runs a pulled snapshot through the source's strict schema, as the ingress does a pushed one", async () => {

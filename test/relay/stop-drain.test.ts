@@ -120,9 +120,10 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     } finally {
       cluster.resumeNode(1);
     }
-    // It waited for the broker (the pause), and for nothing else.
+    // It waited for the broker (the pause) instead of giving up; the upper bound guards liveness
+    // only, far above the pause and the publishing after it.
     expect(stopMs).toBeGreaterThan(PAUSE_MS - 500);
-    expect(stopMs).toBeLessThan(PAUSE_MS + 8_000);
+    expect(stopMs).toBeLessThan(PAUSE_MS + 60_000);
   });
 
   it('stops at once when another relay leads, leaving the rows to that leader', async () => {
@@ -133,9 +134,11 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     cluster.pauseNode(1);
     try {
       await apply(20, uniqueName('thm'));
+      // With the broker still paused: a follower that waited for a send would take its send
+      // timeout (20 s). Half of that is the liveness bound, far above a stop that waits for nothing.
       const started = performance.now();
       await follower.stop();
-      expect(performance.now() - started).toBeLessThan(1_500);
+      expect(performance.now() - started).toBeLessThan(10_000);
       expect(await countUnpublishedOutbox(db.pool)).toBe(20);
     } finally {
       cluster.resumeNode(1);

@@ -156,7 +156,7 @@ describe('startAdminServer', () => {
     const closed = started.close().then(() => performance.now() - t0);
     release();
     expect(await answer).toEqual({ status: 503, connection: 'close' });
-    // Half the keep-alive timeout it would otherwise wait for: far above the quiet figure.
+    // Liveness bound: half the keep-alive timeout it would otherwise wait for, far above the figure.
     expect(await closed).toBeLessThan(2_500);
     agent.destroy();
   });
