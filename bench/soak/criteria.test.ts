@@ -175,6 +175,27 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
     expect(doubled.pass).toBe(false);
     expect(short(flat).pass).toBe(true);
   });
+
+  it('--drift=report: the figure, never a failure', () => {
+    const samples = samplesOf(requestsOver(0, loadEnd, doubling), warmupMs, loadEnd);
+    const reported = latencyDrift({ samples, sampleMs: SAMPLE_MS, judged: false });
+    expect(reported).toMatchObject({ judged: false, pass: false });
+    expect(reported.ratio).toBe(2);
+    const judged = latencyDrift({ samples, sampleMs: SAMPLE_MS });
+    const others = { rss: [], lag: lagDrain(0, 250, 1), ledger: ledger({ sent: [], duplicates: 0, foreign: 0 }) };
+    const rate = achievedRate({ scheduled: 0, answers: [] });
+    expect(failures({ ...others, rate, drift: reported }).filter((f) => /drift/.test(f))).toEqual([]);
+    expect(failures({ ...others, rate, drift: judged }).filter((f) => /drift/.test(f))).toHaveLength(1);
+  });
+});
+
+describe('lag back to 0: within 10 s, or the bound the run sets', () => {
+  it('fails at 10 s and a drain that never ends; a looser bound passes the former', () => {
+    expect(lagDrain(500, 9_000, 40).pass).toBe(true);
+    expect(lagDrain(500, 12_000, 50).pass).toBe(false);
+    expect(lagDrain(500, 12_000, 50, 120_000)).toMatchObject({ limitMs: 120_000, pass: true });
+    expect(lagDrain(500, NaN, 500, 120_000).pass).toBe(false);
+  });
 });
 
 describe('achieved rate: at least 99% of the schedule answered 2xx, at most 0.1% 503', () => {

@@ -6,13 +6,17 @@
 // request, the lag is 0 within 10 s after the load stops, the ledger is exact, the POST -> applied
 // p99 does not drift (the 90th percentile of the per-sample p99s in the last 5 minutes of load within
 // 1.5x of that in the first 5 after the warm-up), at least 99% of the schedule is answered 2xx and at
-// most 0.1% 503 (bench/soak/criteria.ts). Writes the results file, its JSON (bench/lib/results.ts)
-// and an SVG of the samples beside it.
+// most 0.1% 503 (bench/soak/criteria.ts). --drift=report prints the drift without judging it, and
+// --lag-zero-within-ms= sets another lag bound: a short run on a busy machine (test/soak) judges
+// behaviour, not speed. Writes the results file, its JSON (bench/lib/results.ts) and an SVG of the
+// samples beside it.
 // Exits 0 when every criterion passes, 1 when one fails or the run breaks, 2 on bad arguments.
 //
-//   npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md]
+//   npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md
+//                          --drift=judge|report --lag-zero-within-ms=10000]
 // Environment (the flags win): BENCH_SOAK_RATE, BENCH_SOAK_DURATION_MS, BENCH_SOAK_WARMUP_MS,
-// BENCH_SOAK_SAMPLE_MS, BENCH_SOAK_OUT, BENCH_DRAIN_TIMEOUT_MS, BENCH_RESOURCES, BENCH_LOG_LEVEL,
+// BENCH_SOAK_SAMPLE_MS, BENCH_SOAK_OUT, BENCH_SOAK_DRIFT, BENCH_SOAK_LAG_ZERO_WITHIN_MS,
+// BENCH_DRAIN_TIMEOUT_MS (default 60 s, at least the lag bound), BENCH_RESOURCES, BENCH_LOG_LEVEL,
 // BENCH_KEEP=1 (keep the database and topics), KAFKA_BROKERS, DATABASE_URL (an admin URL).
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -32,7 +36,7 @@ import { fmt, summarise } from '../lib/stats.ts';
 import { eventFactory, wallNow } from '../e2e/load.ts';
 import { watchAppliedLog, type AppliedLog } from './applied-log.ts';
 import { renderChart } from './chart.ts';
-import { achievedRate, failures, lagDrain, latencyDrift, ledger, rssGrowth } from './criteria.ts';
+import { achievedRate, failures, LAG_ZERO_WITHIN_MS, lagDrain, latencyDrift, ledger, rssGrowth } from './criteria.ts';
 import { renderReport, type SoakRun } from './report.ts';
 import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { Sampler, totalLag, type SamplePhase } from './sampler.ts';
@@ -46,6 +50,8 @@ const { values: flags } = parseArgs({
     'warmup-ms': { type: 'string' },
     'sample-ms': { type: 'string' },
     out: { type: 'string' },
+    drift: { type: 'string' },
+    'lag-zero-within-ms': { type: 'string' },
   },
   allowPositionals: false,
 });
@@ -62,17 +68,31 @@ const WARMUP_MS = Number(flags['warmup-ms'] ?? env.BENCH_SOAK_WARMUP_MS ?? Math.
 const SAMPLE_MS = Number(flags['sample-ms'] ?? env.BENCH_SOAK_SAMPLE_MS ?? 10_000);
 const OUT = path.resolve(flags.out ?? env.BENCH_SOAK_OUT ?? path.join(repoRoot, 'bench', 'results', 'soak.md'));
 const CHART = OUT.replace(/\.md$/, '') + '.svg';
-const DRAIN_TIMEOUT_MS = Number(env.BENCH_DRAIN_TIMEOUT_MS ?? 60_000);
+const DRIFT = flags.drift ?? env.BENCH_SOAK_DRIFT ?? 'judge';
+const LAG_ZERO_MS = Number(flags['lag-zero-within-ms'] ?? env.BENCH_SOAK_LAG_ZERO_WITHIN_MS ?? LAG_ZERO_WITHIN_MS);
+// The lag is watched until the drain times out: never shorter than its bound.
+const DRAIN_TIMEOUT_MS = Number(env.BENCH_DRAIN_TIMEOUT_MS ?? Math.max(60_000, LAG_ZERO_MS));
 const LAG_POLL_MS = 250;
 const RSS_SAMPLE_MS = 1000;
 // More ids than the run sends: no resource repeats, so every 2xx must apply (none can be stale).
 const RESOURCES = Number(env.BENCH_RESOURCES ?? Math.max(100_000, Math.ceil((RATE * DURATION_MS) / 1000) + 1));
 const KEEP = env.BENCH_KEEP === '1';
-if (!(RATE > 0) || !(DURATION_MS > 0) || !(WARMUP_MS >= 0) || !(WARMUP_MS < DURATION_MS) || !(SAMPLE_MS >= 1000) || !(RESOURCES > 0)) {
+if (
+  !(RATE > 0) ||
+  !(DURATION_MS > 0) ||
+  !(WARMUP_MS >= 0) ||
+  !(WARMUP_MS < DURATION_MS) ||
+  !(SAMPLE_MS >= 1000) ||
+  !(RESOURCES > 0) ||
+  (DRIFT !== 'judge' && DRIFT !== 'report') ||
+  !(LAG_ZERO_MS > 0) ||
+  !(DRAIN_TIMEOUT_MS >= LAG_ZERO_MS)
+) {
   console.error(
-    'usage: npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md]',
+    'usage: npm run bench:soak [-- --rate=500 --duration-ms=1200000 --warmup-ms=120000 --sample-ms=10000 --out=bench/results/soak.md',
   );
-  console.error('       (rate > 0, 0 <= warm-up < duration, sample >= 1000 ms)');
+  console.error('                           --drift=judge|report --lag-zero-within-ms=10000]');
+  console.error('       (rate > 0, 0 <= warm-up < duration, sample >= 1000 ms, lag bound > 0 and <= BENCH_DRAIN_TIMEOUT_MS)');
   process.exit(2);
 }
 if ((DURATION_MS - WARMUP_MS) / SAMPLE_MS < 4) {
@@ -172,10 +192,10 @@ try {
       const lag = await totalLag(bridge.admin, bridge.workerGroup, bridge.settings.events);
       readings += 1;
       if (readings === 1) atStop = lag;
-      if (answered && lag === 0) return lagDrain(atStop, wallNow() - stopped.lastSent, readings);
+      if (answered && lag === 0) return lagDrain(atStop, wallNow() - stopped.lastSent, readings, LAG_ZERO_MS);
       await new Promise((r) => setTimeout(r, LAG_POLL_MS));
     }
-    return lagDrain(atStop, NaN, readings);
+    return lagDrain(atStop, NaN, readings, LAG_ZERO_MS);
   });
   const drained = () => {
     if (loadStopped === undefined || !answered) return false;
@@ -211,7 +231,7 @@ try {
   };
   const soakStart = requests.started + WARMUP_MS;
   const e2eSoak = summarise([...latencies()].flatMap((r) => (r.due >= soakStart ? [r.latencyMs] : [])));
-  const drift = latencyDrift({ samples: sampler.samples, sampleMs: SAMPLE_MS });
+  const drift = latencyDrift({ samples: sampler.samples, sampleMs: SAMPLE_MS, judged: DRIFT === 'judge' });
   const rate = achievedRate({
     scheduled: requests.total,
     answers: (function* () {
@@ -399,5 +419,9 @@ log(
   `results: ${path.relative(process.cwd(), OUT)}, chart: ${path.relative(process.cwd(), CHART)}; service logs: ${ingress.logFile}, ${worker.logFile}`,
 );
 const failed = failures({ rss: result.rss, lag: result.lag, ledger: result.ledger, drift: result.drift, rate: result.achieved });
-log(failed.length ? `FAIL: ${failed.join('; ')}` : 'PASS: every criterion met');
+log(
+  failed.length
+    ? `FAIL: ${failed.join('; ')}`
+    : `PASS: every criterion met${result.drift.judged ? '' : ` (the drift reported, not judged: ${fmt(result.drift.ratio, 2)}x)`}`,
+);
 process.exit(failed.length ? 1 : 0);
