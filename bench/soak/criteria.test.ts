@@ -252,6 +252,18 @@ describe('RSS: growth under 10% and under 512 B per request', () => {
     expect(rss.find((r) => r.service === 'ingress')!.pass).toBe(true);
   });
 
+  it("fails the same leak in npm test's soak: half the rate, a 90 s warm-up and 90 s of soak, as many requests apart", () => {
+    const rate = RATE / 2;
+    const samples = Array.from({ length: 9 }, (_, k) => ({
+      phase: 'soak' as const,
+      sent: (rate * SAMPLE_MS) / 1000,
+      rssMb: { ingress: 130, worker: 160 + (k * SAMPLE_MS * rate * 1024) / 1000 / 2 ** 20 },
+    }));
+    const worker = rssGrowth(samples).find((r) => r.service === 'worker')!;
+    expect(worker.requests).toBe(15_000);
+    expect(worker.pass).toBe(false);
+  });
+
   it('fails a leak of 1 KiB per request in a 20-minute soak', () => {
     const leak = (k: number) => (k * SAMPLE_MS * RATE * 1024) / 1000 / 2 ** 20;
     const rss = rssGrowth(soakSamples(108, (k) => ({ ingress: 130 + leak(k), worker: 160 })));
