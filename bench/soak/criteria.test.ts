@@ -6,12 +6,15 @@ import { achievedRate, driftWindowSamples, failures, lagDrain, latencyDrift, led
 const RATE = 500;
 const SAMPLE_MS = 10_000;
 
-/** Requests due every 2 ms from `from` to `to`, each with the latency `at(due)` gives. */
-function requestsOver(from: number, to: number, at: (due: number, i: number) => number) {
+/** Requests due at `rate` a second from `from` to `to`, each with the latency `at(due)` gives. */
+function requestsOver(from: number, to: number, at: (due: number, i: number) => number, rate = RATE) {
   const out: { due: number; latencyMs: number }[] = [];
-  for (let due = from, i = 0; due < to; due += 1000 / RATE, i += 1) out.push({ due, latencyMs: at(due, i) });
+  for (let due = from, i = 0; due < to; due += 1000 / rate, i += 1) out.push({ due, latencyMs: at(due, i) });
   return out;
 }
+
+/** For the 20-minute drift cases: enough requests per sample for its p99, few enough to stay quick on a busy machine. */
+const SPARSE_RATE = 50;
 
 /** A flat latency: 40-80 ms, 1% at 120 ms (so the p99 sits at the edge of the tail). */
 const flat = (_due: number, i: number) => (i % 100 === 0 ? 120 : 40 + (i % 41));
@@ -47,7 +50,7 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
   const warmupMs = 120_000;
   const loadEnd = 1_200_000;
   const drift = (at: (due: number, i: number) => number, end = loadEnd) =>
-    latencyDrift({ samples: samplesOf(requestsOver(0, end, at), warmupMs, loadEnd), sampleMs: SAMPLE_MS });
+    latencyDrift({ samples: samplesOf(requestsOver(0, end, at, SPARSE_RATE), warmupMs, loadEnd), sampleMs: SAMPLE_MS });
   /** Flat over the first 5 minutes after the warm-up, twice that over the last 5, a ramp between. */
   const doubling = (due: number, i: number) => flat(due, i) * (1 + Math.min(1, Math.max(0, (due - 420_000) / 480_000)));
 
@@ -142,7 +145,7 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
   });
 
   it('counts a sample without an applied record as the slowest: one is left out, many fail, a first window of them fails', () => {
-    const flatSamples = samplesOf(requestsOver(0, loadEnd, flat), warmupMs, loadEnd);
+    const flatSamples = samplesOf(requestsOver(0, loadEnd, flat, SPARSE_RATE), warmupMs, loadEnd);
     const withEmpty = (empty: (k: number) => boolean) =>
       latencyDrift({
         samples: flatSamples.map((s) => (empty(s.index) ? { ...s, applied: 0, e2e: summarise([]) } : s)),
@@ -177,7 +180,7 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
   });
 
   it('--drift=report: the figure, never a failure', () => {
-    const samples = samplesOf(requestsOver(0, loadEnd, doubling), warmupMs, loadEnd);
+    const samples = samplesOf(requestsOver(0, loadEnd, doubling, SPARSE_RATE), warmupMs, loadEnd);
     const reported = latencyDrift({ samples, sampleMs: SAMPLE_MS, judged: false });
     expect(reported).toMatchObject({ judged: false, pass: false });
     expect(reported.ratio).toBe(2);
