@@ -15,8 +15,8 @@ export const DRIFT_LIMIT = 1.5;
 export const DRIFT_WINDOW_MS = 5 * 60_000;
 /**
  * Which of a drift window's per-sample p99s stands for it: high enough to see spikes that come back
- * in a few of its samples (issue 35's), low enough that the highest few, one noisy sample among
- * them, are left out. Chosen against the recorded runs (bench/JOURNAL.md, issue 43).
+ * in a few of its samples, low enough that the highest few, one noisy sample among
+ * them, are left out. Chosen against the recorded runs (bench/JOURNAL.md).
  */
 export const DRIFT_WINDOW_PERCENTILE = 90;
 export const ACHIEVED_SHARE_FLOOR = 0.99;

@@ -6,14 +6,14 @@ import path from 'node:path';
 import { afterAll, expect, inject, it } from 'vitest';
 import { repoRoot } from '../../infra/paths.ts';
 
-// The soak of issues 12 and 35 cut to a few minutes, as a test of behaviour, not of speed (issue 43):
+// The soak cut to a few minutes, as a test of behaviour, not of speed:
 // `npm run bench:soak` (bench/soak/run.ts) as a subprocess against the suite's broker and Postgres,
 // judged by its exit code. It must pass on a machine half as fast as the one it was written on, so
 // it checks only what a slower machine does not change:
 // - the ledger: every 2xx answer has exactly one applied record, and nothing else is on the topic;
 // - the schedule answered: at least 99% of it 2xx, at most 0.1% 503. bench:soak's default rate
 //   keeps nearly all of this machine's two cores busy (bench/results/soak.md), so a machine with
-//   half its CPU would queue at it; the test runs at half that rate (bench/JOURNAL.md, issue 43);
+//   half its CPU would queue at it; the test runs at half that rate (bench/JOURNAL.md);
 // - RSS: each service's growth after the warm-up under 512 B per request (a 1 KiB-per-request leak
 //   fails) and under 10%. The run is longer than two minutes so that, at half the rate, the
 //   medians compared still stand as many requests apart as before (bench/soak/criteria.test.ts) and
