@@ -4,39 +4,34 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
+import { DLQ_PAGE } from '#services/console/readers.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { searchInbox, selectOutcomesPerMinute, selectStatusCounts } from '#domain/store/operator-views.ts';
 import type { Queryable } from '#domain/store/session.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { BIG_BRIDGE, fillBigDlq, fillBigInbox } from '../kit/big-bridge.ts';
+import { BIG_BRIDGE, bigDlqRef, fillBigDlq, fillBigInbox } from '../kit/big-bridge.ts';
 
-// Operator pages on a big bridge (test/kit/big-bridge.ts): a million inbox rows and a 100,000-record DLQ. A page that reads
-// Postgres only (search) must answer within SEARCH_BOUND_MS, a page that also asks the broker
-// (overview, dead letters) within PAGE_BOUND_MS: the median of five timed requests after one
-// warm-up, on the shared 2-core test machine. No page may read the whole DLQ or scan inbox_events.
-const SEARCH_BOUND_MS = 250;
-const PAGE_BOUND_MS = 1000;
+// Operator pages on a big bridge (test/kit/big-bridge.ts): a million inbox rows and a
+// 100,000-record DLQ. Asserted is what keeps a page cheap whatever the data's size: the overview's
+// and search's statements reach inbox_events through indexes, never a sequential scan, and each
+// dead-letter page reads at most its scan budget (DLQ_PAGE) of records from the broker, about one
+// page's worth where the newest records read already fill it; and that every page shows the right
+// records. How fast the pages answer is the machine's as much as the bridge's, so no time is
+// asserted here: `npm run bench:console` times them against their goals. A page that never answers
+// fails on its test's timeout, a liveness bound only: each sits 10x or more above its test's
+// duration on a quiet machine (the pages' times: bench/results/console.json), as does the fill's.
 const { inboxRows: INBOX_ROWS, dlqRecords: DLQ_RECORDS, partitions: PARTITIONS, tenants: TENANTS } = BIG_BRIDGE;
 const DAY_MS = 24 * 3600 * 1000;
 
-async function timed(url: string): Promise<{ ms: number; status: number; text: string }> {
-  const t0 = performance.now();
-  const answer = await fetch(url);
-  const text = await answer.text();
-  return { ms: performance.now() - t0, status: answer.status, text };
-}
-
-/** One warm-up, then the median of five. */
-async function pageTime(url: string): Promise<{ median: number; runs: number[]; text: string; status: number }> {
-  const first = await timed(url);
-  const runs: number[] = [];
-  let last = first;
-  for (let i = 0; i < 5; i += 1) {
-    last = await timed(url);
-    runs.push(Math.round(last.ms));
-  }
-  const sorted = [...runs].sort((a, b) => a - b);
-  return { median: sorted[2]!, runs, text: last.text, status: last.status };
+/** What a dead-letter page shows: its rows (dead letter i of the fill), its count line and its Older link. */
+interface DlqPageRead {
+  rows: number[];
+  /** Records read from the broker for this page ("N read for this page"). */
+  scanned: number;
+  /** Records on the topic, as the page counts them. */
+  total: number;
+  older: string | undefined;
+  text: string;
 }
 
 describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record DLQ`, () => {
@@ -46,7 +41,7 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
   let consoleHandle: ConsoleHandle;
   let stamps: number[];
   const now = Date.now();
-  const figures: Record<string, number[]> = {};
+  const reads: Record<string, number> = {};
 
   beforeAll(async () => {
     kafka = testKafka();
@@ -80,24 +75,47 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
   }, 600_000);
 
   afterAll(async () => {
-    console.log(
-      `[cheap-pages] page times, ms (5 runs after a warm-up; bounds ${SEARCH_BOUND_MS} ms (search) and ${PAGE_BOUND_MS} ms on the median):`,
-    );
-    for (const [name, runs] of Object.entries(figures)) console.log(`  ${name}: ${runs.join(', ')}`);
+    console.log(`[cheap-pages] records read per dead-letter page (budget ${DLQ_PAGE.scanBudget}): ${JSON.stringify(reads)}`);
     await consoleHandle?.close();
     await db?.drop();
   });
 
-  const check = async (name: string, path: string) => {
-    const t = await pageTime(consoleHandle.url + path);
-    figures[name] = t.runs;
-    expect(t.status, name).toBeLessThan(500);
-    expect(t.median, `${name}: ${t.runs.join(', ')} ms`).toBeLessThan(path.startsWith('/search') ? SEARCH_BOUND_MS : PAGE_BOUND_MS);
-    return t.text;
+  const page = async (path: string): Promise<string> => {
+    const answer = await fetch(consoleHandle.url + path);
+    const text = await answer.text();
+    expect(answer.status, path).toBe(200);
+    return text;
   };
 
-  it('the overview counts by a time window, within the bound', async () => {
-    const text = await check('overview', '/');
+  /** A dead-letter list page, read whole; every one of them is held to the scan budget. */
+  const dlqPage = async (name: string, path: string): Promise<DlqPageRead> => {
+    const text = await page(path);
+    const count = /in the time window \((\d+)\s+on <code>[^<]*<\/code>; (\d+) read for this page/.exec(text);
+    expect(count, `${name}: the page's count line`).not.toBeNull();
+    const read: DlqPageRead = {
+      rows: [...text.matchAll(/data-event-id="evt_dlq_(\d+)"/g)].map((m) => Number(m[1])),
+      total: Number(count![1]),
+      scanned: Number(count![2]),
+      older: /href="(\/dlq\?[^"]*before=[^"]*)"/.exec(text.replaceAll('&amp;', '&'))?.[1],
+      text,
+    };
+    reads[name] = read.scanned;
+    // The page knows the DLQ's size, and reads no more than its budget of it.
+    expect(read.total, name).toBe(DLQ_RECORDS);
+    expect(read.scanned, name).toBeGreaterThan(0);
+    expect(read.scanned, name).toBeLessThanOrEqual(DLQ_PAGE.scanBudget);
+    return read;
+  };
+
+  /** The newest records read fill a page: fewer than two pages' worth read, not the budget. */
+  const aboutOnePage = (name: string, read: DlqPageRead) => {
+    expect(read.rows.length, name).toBe(DLQ_PAGE.limit);
+    expect(read.scanned, name).toBeGreaterThanOrEqual(DLQ_PAGE.limit);
+    expect(read.scanned, name).toBeLessThan(2 * DLQ_PAGE.limit);
+  };
+
+  it('the overview counts by a time window', async () => {
+    const text = await page('/');
     const { rows } = await db.pool.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM inbox_events WHERE status = 'applied' AND received_at >= now() - interval '24 hours'`,
     );
@@ -135,58 +153,54 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
     }
   });
 
-  it('search by event id, idempotency key, trace id and resource, within the bound', async () => {
+  it('search by event id, idempotency key, trace id and resource', async () => {
     const i = 424_242;
-    const byEvent = await check('search event id', `/search?q=evt_big_${i}`);
-    expect(byEvent).toContain(`evt_big_${i}<`);
-    expect(await check('search idempotency key', `/search?q=idem_big_${i}`)).toContain(`evt_big_${i}<`);
-    const trace = i.toString(16).padStart(32, '0');
-    const byTrace = await check('search trace id', `/search?q=${trace}`);
+    expect(await page(`/search?q=evt_big_${i}`)).toContain(`evt_big_${i}<`);
+    expect(await page(`/search?q=idem_big_${i}`)).toContain(`evt_big_${i}<`);
+    const byTrace = await page(`/search?q=${i.toString(16).padStart(32, '0')}`);
     expect(byTrace).toContain(`evt_big_${i}<`);
     expect(byTrace).toContain('trace_id');
-    expect(await check('search resource key', `/search?q=tenant_big_${i % TENANTS}/theme/thm_big_${i % 100000}`)).toContain(
-      `evt_big_${i}<`,
-    );
-    expect(await check('search resource id', `/search?q=thm_big_${i % 100000}`)).toContain(`evt_big_${i}<`);
+    expect(await page(`/search?q=tenant_big_${i % TENANTS}/theme/thm_big_${i % 100000}`)).toContain(`evt_big_${i}<`);
+    expect(await page(`/search?q=thm_big_${i % 100000}`)).toContain(`evt_big_${i}<`);
   }, 60_000);
 
-  it('dead letters: the newest page, filtered pages, an older page and one record, within the bound', async () => {
-    const newest = await check('dlq', '/dlq');
-    const rows = [...newest.matchAll(/data-event-id="(evt_dlq_\d+)"/g)].map((m) => Number(m[1]!.slice(8)));
-    expect(rows.length).toBe(100);
-    expect(rows.slice(0, 5)).toEqual([DLQ_RECORDS - 1, DLQ_RECORDS - 2, DLQ_RECORDS - 3, DLQ_RECORDS - 4, DLQ_RECORDS - 5]);
+  it('dead letters: each page reads at most its scan budget of a DLQ many budgets long, and shows the right records', async () => {
+    // Only a DLQ far longer than the budget shows that a page's reads do not grow with it.
+    expect(DLQ_RECORDS).toBeGreaterThan(10 * DLQ_PAGE.scanBudget);
 
-    const byTenant = await check('dlq tenant', '/dlq?tenant=tenant_dlq_7');
-    const tenantRows = [...byTenant.matchAll(/data-event-id="evt_dlq_(\d+)"/g)].map((m) => Number(m[1]));
-    expect(tenantRows.length).toBeGreaterThan(0);
-    expect(tenantRows.every((n) => n % TENANTS === 7)).toBe(true);
-    expect(tenantRows[0]).toBe(DLQ_RECORDS - 1 - ((DLQ_RECORDS - 1 - 7) % TENANTS));
+    const newest = await dlqPage('newest', '/dlq');
+    aboutOnePage('newest', newest);
+    expect(newest.rows.slice(0, 5)).toEqual([DLQ_RECORDS - 1, DLQ_RECORDS - 2, DLQ_RECORDS - 3, DLQ_RECORDS - 4, DLQ_RECORDS - 5]);
 
-    const byReason = await check('dlq reason', '/dlq?reason=invalid_envelope');
-    expect([...byReason.matchAll(/data-event-id="evt_dlq_(\d+)"/g)].every((m) => Number(m[1]) % 10 === 0)).toBe(true);
+    // One record in TENANTS is the tenant's: a page of them would take 5,000 reads, so the page
+    // spends its budget (to the whole record per partition), shows what it found and links to older.
+    const byTenant = await dlqPage('tenant', '/dlq?tenant=tenant_dlq_7');
+    expect(byTenant.rows.length).toBeGreaterThan(0);
+    expect(byTenant.rows.length).toBeLessThan(DLQ_PAGE.limit);
+    expect(byTenant.rows.every((n) => n % TENANTS === 7)).toBe(true);
+    expect(byTenant.rows[0]).toBe(DLQ_RECORDS - 1 - ((DLQ_RECORDS - 1 - 7) % TENANTS));
+    expect(byTenant.scanned).toBeGreaterThan(DLQ_PAGE.scanBudget - PARTITIONS);
+    expect(byTenant.older).toBeDefined();
+
+    const byReason = await dlqPage('reason', '/dlq?reason=invalid_envelope');
+    expect(byReason.rows.length).toBe(DLQ_PAGE.limit);
+    expect(byReason.rows.every((n) => n % 10 === 0)).toBe(true);
 
     // A day in the middle of the DLQ, from the broker's time index.
     const since = new Date(now - 15 * DAY_MS).toISOString();
     const until = new Date(now - 14 * DAY_MS).toISOString();
-    const day = await check('dlq time window', `/dlq?since=${since}&until=${until}`);
-    const dayRows = [...day.matchAll(/data-event-id="evt_dlq_(\d+)"/g)].map((m) => Number(m[1]));
-    expect(dayRows.length).toBe(100);
-    expect(dayRows.every((n) => stamps[n]! >= Date.parse(since) && stamps[n]! <= Date.parse(until))).toBe(true);
-    expect(Math.max(...dayRows)).toBe(stamps.findLastIndex((s) => s <= Date.parse(until)));
+    const day = await dlqPage('time window', `/dlq?since=${since}&until=${until}`);
+    aboutOnePage('time window', day);
+    expect(day.rows.every((n) => stamps[n]! >= Date.parse(since) && stamps[n]! <= Date.parse(until))).toBe(true);
+    expect(Math.max(...day.rows)).toBe(stamps.findLastIndex((s) => s <= Date.parse(until)));
 
-    // The Older link continues exactly where the page ended.
-    const older = /data-testid="dlq-older"|href="(\/dlq\?[^"]*before=[^"]*)"/.exec(newest.replaceAll('&amp;', '&'));
-    const olderHref = /href="(\/dlq\?[^"]*before=[^"]*)"/.exec(newest.replaceAll('&amp;', '&'))?.[1];
-    expect(older).not.toBeNull();
-    const next = await check('dlq older page', olderHref!);
-    const nextRows = [...next.matchAll(/data-event-id="evt_dlq_(\d+)"/g)].map((m) => Number(m[1]));
-    expect(nextRows[0]).toBe(DLQ_RECORDS - 101);
+    // The Older link continues exactly where the page ended, at the same cost.
+    expect(newest.older).toBeDefined();
+    const older = await dlqPage('older', newest.older!);
+    aboutOnePage('older', older);
+    expect(older.rows[0]).toBe(DLQ_RECORDS - 101);
 
-    const record = await check(
-      'dlq record',
-      `/dlq/record?ref=${(DLQ_RECORDS - 1) % PARTITIONS}:${Math.floor((DLQ_RECORDS - 1) / PARTITIONS)}`,
-    );
-    expect(record).toContain(`evt_dlq_${DLQ_RECORDS - 1}`);
+    expect(await page(`/dlq/record?ref=${bigDlqRef(DLQ_RECORDS - 1)}`)).toContain(`evt_dlq_${DLQ_RECORDS - 1}`);
   }, 120_000);
 
   it('warns before dead letters expire: on the pages and in a metric', async () => {
@@ -196,23 +210,19 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
     // index points into), so the count is exact for the moment the page was built: a record crosses
     // the line every 25 s, hence the count at the request's start and at its end bound it.
     const before = Date.now();
-    const page = await check('dlq (expiry warning)', '/dlq');
+    const list = await page('/dlq');
     const after = Date.now();
-    const shown = Number(/data-testid="dlq-expiry">\s*<strong>(\d+)<\/strong>/.exec(page)?.[1]);
+    const shown = Number(/data-testid="dlq-expiry">\s*<strong>(\d+)<\/strong>/.exec(list)?.[1]);
     console.log(`[cheap-pages] expiring: page ${shown}, generated ${expiring(before)} to ${expiring(after)}`);
     expect(shown).toBeGreaterThanOrEqual(expiring(before));
     expect(shown).toBeLessThanOrEqual(expiring(after));
     expect(shown).toBeGreaterThan(20_000);
 
     // The oldest record's page says when it may be deleted; the newest's says nothing.
-    const oldest = await check('dlq record (expiring)', '/dlq/record?ref=0:0');
+    const oldest = await page('/dlq/record?ref=0:0');
     expect(oldest).toContain('data-testid="record-expiry"');
     expect(/data-testid="expires">([^<]+)</.exec(oldest)?.[1]).toBe(new Date(stamps[0]! + 30 * DAY_MS).toISOString());
-    const newest = await check(
-      'dlq record (fresh)',
-      `/dlq/record?ref=${(DLQ_RECORDS - 1) % PARTITIONS}:${Math.floor((DLQ_RECORDS - 1) / PARTITIONS)}`,
-    );
-    expect(newest).not.toContain('data-testid="record-expiry"');
+    expect(await page(`/dlq/record?ref=${bigDlqRef(DLQ_RECORDS - 1)}`)).not.toContain('data-testid="record-expiry"');
 
     const scraped = Date.now();
     const metrics = await (await fetch(`${consoleHandle.url}/metrics`)).text();
