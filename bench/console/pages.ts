@@ -1,8 +1,8 @@
 // The console pages bench:console times on the big bridge (test/kit/big-bridge.ts), each with its
 // goal and what its answer must show: a timed error page, or one missing its records, would pass
-// for a fast one. The goals are issue 43's, carried over from test/console/cheap-pages.test.ts,
-// where they were asserted inside `npm test`: a page that reads Postgres only answers within
-// 250 ms, one that also asks the broker within 1,000 ms, as the median of the rounds.
+// for a fast one. The goals, once asserted inside `npm test` by test/console/cheap-pages.test.ts: a
+// page that reads Postgres only answers within 250 ms, one that also asks the broker within
+// 1,000 ms, as the median of the rounds.
 import { BIG_BRIDGE, bigDlqRef } from '../../test/kit/big-bridge.ts';
 import { spread } from '../lib/spread.ts';
 

@@ -61,7 +61,7 @@ filled in ${r.fillSeconds.toFixed(1)} s. The console runs from its bundle as \`n
 page once in this order; a page's time is from the request sent to its body read, on one keep-alive client on the same
 machine. Every answer is checked (status 200 and the records it must show).
 
-Goals (issue 43): a page that reads Postgres only (search) answers within 250 ms, a page that also asks the broker
+Goals: a page that reads Postgres only (search) answers within 250 ms, a page that also asks the broker
 (overview, dead letters) within 1,000 ms, as the median of the rounds.
 
 | page | goal ms | median ms | goal | ${r.rounds.map((round) => `round ${round.round} ms`).join(' | ')} | warm-up ms | records read from the DLQ |

@@ -91,7 +91,7 @@ group's lag, POST to applied p50 / p99 and the bench's own loop delay and GC. It
 \`bench/soak/criteria.ts\` holds: RSS growth after the warm-up under 10% and under 512 B per request, lag back to 0
 within 10 s, an exact ledger, no upward drift of the p99, and the schedule answered 2xx. The drift compares the 90th
 percentile of the samples' p99s over the last 5 minutes of load with that over the first 5 after the warm-up (within
-1.5×): one noisy sample cannot decide it, and the recorded runs it was chosen on are in bench/JOURNAL.md (issue 43).
+1.5×): one noisy sample cannot decide it, and the recorded runs it was chosen on are in bench/JOURNAL.md.
 \`--rate=\`, \`--duration-ms=\`, \`--warmup-ms=\`, \`--sample-ms=\`, \`--out=\` adjust it, \`--drift=report\` prints the drift
 without judging it and \`--lag-zero-within-ms=\` sets another lag bound; in \`npm test\`, test/soak/soak.test.ts runs it
 for 3 minutes at half the rate with both, judging behaviour, not speed.`,
@@ -136,8 +136,8 @@ the records acknowledged, and a read_committed reader finds on the relay's topic
 runs it, and after a warm-up round requests every page once a round: the overview; search by event id, idempotency key,
 trace id, resource key and resource id; the dead letters' newest page, one tenant's, one reason's, one day's, the next
 older page and one record. Each answer is checked (status 200 and the records it must show), and each dead-letter list
-page's records read from the broker are reported. It exits 1 when a page's median over the rounds misses its goal
-(issue 43): 250 ms for search, which reads Postgres only, 1,000 ms for the pages that also ask the broker.
+page's records read from the broker are reported. It exits 1 when a page's median over the rounds misses its goal:
+250 ms for search, which reads Postgres only, 1,000 ms for the pages that also ask the broker.
 \`BENCH_ROUNDS\`, \`BENCH_KEEP\`, \`BENCH_LOG_LEVEL\`, \`KAFKA_BROKERS\`, \`DATABASE_URL\`.`,
   },
   {
