@@ -11,6 +11,8 @@ export interface KafkaClientSettings {
   requestTimeoutMs?: number;
   /** kafkajs retry count for connection and request failures; short-lived tools want few. */
   retries?: number;
+  /** How a connection to a broker is opened; by default a direct TCP socket without Nagle's delay. */
+  socketFactory?: ISocketFactory;
 }
 
 export function parseBrokers(value: string): string[] {
@@ -22,7 +24,7 @@ export function parseBrokers(value: string): string[] {
 
 // kafkajs's own factory leaves Nagle's algorithm on; small produce requests then wait for the
 // broker's delayed ACK. Request/response traffic wants TCP_NODELAY, as the Java client sets it.
-const noDelaySocketFactory: ISocketFactory = ({ host, port, onConnect }) => {
+export const noDelaySocketFactory: ISocketFactory = ({ host, port, onConnect }) => {
   const socket = net.connect({ host, port, noDelay: true }, onConnect);
   socket.setKeepAlive(true, 60_000);
   return socket;
@@ -35,7 +37,7 @@ export function createKafka(settings: KafkaClientSettings): Kafka {
     brokers: settings.brokers,
     connectionTimeout: settings.connectionTimeoutMs ?? 3000,
     requestTimeout: settings.requestTimeoutMs ?? 10000,
-    socketFactory: noDelaySocketFactory,
+    socketFactory: settings.socketFactory ?? noDelaySocketFactory,
     logLevel: logLevel.WARN,
     logCreator: pinoLogCreator(settings.logger.child({ component: 'kafkajs' })),
     retry: { initialRetryTime: 100, retries: settings.retries ?? 8, maxRetryTime: 5000 },

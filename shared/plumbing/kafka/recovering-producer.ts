@@ -24,12 +24,21 @@ export interface RecoveringProducerOptions {
  * fences every request the old one still has in flight), so neither can happen. The old one is
  * disconnected in the background; whatever it still sends is at most a duplicate of what the next
  * send carries (non-transactional) or rejected by the broker (transactional).
+ *
+ * Uses run one at a time, in call order. kafkajs rolls a partition's sequence back when a produce
+ * request times out and releases its per-broker lock before it retries that request, so a second
+ * send() running meanwhile on the same producer takes the rolled-back sequence: the broker, which
+ * did append the first batch, answers the second as its duplicate and never writes it
+ * (test/failures/racing-sends.test.ts). One use in flight leaves no second send to take it, and a
+ * producer that failed is replaced before the next use starts.
  */
 export class RecoveringProducer {
   readonly #o: RecoveringProducerOptions;
   #current: Promise<Producer> | undefined;
   #generation = 0;
   #closed = false;
+  /** Settles when the last use queued so far has finished: the next one starts after it. */
+  #tail: Promise<void> = Promise.resolve();
 
   constructor(options: RecoveringProducerOptions) {
     this.#o = options;
@@ -57,10 +66,31 @@ export class RecoveringProducer {
   }
 
   /**
-   * Runs `work` on the current producer, bounded by `timeoutMs`. When it fails or times out the
-   * producer is discarded: the next call gets a new one.
+   * Runs `work` on the current producer once every earlier use has finished, the wait and the work
+   * together bounded by `timeoutMs`. When the work fails or times out the producer is discarded:
+   * the next use gets a new one. A use whose time runs out while it waits sends nothing and leaves
+   * the producer as it is.
    */
   async use<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: ErrorCode, what: string): Promise<T> {
+    const deadline = performance.now() + timeoutMs;
+    const previous = this.#tail;
+    let finished!: () => void;
+    this.#tail = new Promise<void>((resolve) => (finished = resolve));
+    try {
+      await withTimeout(previous, timeoutMs, code, `${what} (waiting for the ${this.#o.name} producer's previous send)`);
+    } catch (error) {
+      // Still after the use in flight: the one queued behind this one must not overtake it.
+      void previous.then(finished);
+      throw error;
+    }
+    try {
+      return await this.#run(work, Math.max(1, Math.ceil(deadline - performance.now())), code, what);
+    } finally {
+      finished();
+    }
+  }
+
+  async #run<T>(work: (producer: Producer) => Promise<T>, timeoutMs: number, code: ErrorCode, what: string): Promise<T> {
     const current = this.#producer();
     let producer: Producer;
     try {

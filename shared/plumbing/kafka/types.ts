@@ -5,6 +5,7 @@ export type {
   Admin,
   Consumer,
   EachBatchPayload,
+  ISocketFactory,
   Kafka,
   KafkaMessage,
   Message,
