@@ -184,7 +184,8 @@ export async function startBridge(options: BenchBridgeOptions): Promise<BenchBri
   };
   const ingressPort = await freePort();
   const ingress = await startService(serviceSpecs.ingress, {
-    env: { ...common, PORT: String(ingressPort), HOST: '127.0.0.1' },
+    // The load comes from one address and stands for many providers: its share is the whole cap.
+    env: { ...common, PORT: String(ingressPort), HOST: '127.0.0.1', MAX_CLIENT_CONNECTIONS: '1024' },
     logFile: logFile('ingress'),
     ...spawnOptions('ingress'),
   });

@@ -36,6 +36,14 @@ export const ingressDefaults = {
   maxJsonDepth: 32,
 } as const;
 
+/**
+ * A quarter of the connection slots per client address: a provider's pool can burst to hundreds of
+ * sockets, and one address that holds its whole share still leaves three quarters to the rest.
+ */
+export function clientConnectionShare(maxConnections: number): number {
+  return Math.max(1, Math.floor(maxConnections / 4));
+}
+
 export const ingressEnvSchema = z.object({
   ...kafkaEnv.shape,
   ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
@@ -53,6 +61,7 @@ export const ingressEnvSchema = z.object({
   HEADERS_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.headersTimeoutMs),
   REQUEST_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.requestTimeoutMs),
   MAX_CONNECTIONS: positiveIntSchema.default(ingressDefaults.maxConnections),
+  MAX_CLIENT_CONNECTIONS: positiveIntSchema.optional(),
   KEEP_ALIVE_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.keepAliveTimeoutMs),
   MAX_INFLIGHT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxInflightBodyBytes),
   MAX_CLIENT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxClientBodyBytes),
@@ -81,6 +90,7 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     headersTimeoutMs: env.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
     maxConnections: env.MAX_CONNECTIONS,
+    maxClientConnections: env.MAX_CLIENT_CONNECTIONS ?? clientConnectionShare(env.MAX_CONNECTIONS),
     keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT_MS,
     maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
     maxClientBodyBytes: env.MAX_CLIENT_BODY_BYTES,

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 
 /** A request's headers as node:http's headersDistinct gives them: lower-case names, every occurrence kept. */
 export type RequestHeaders = Readonly<Record<string, readonly string[] | undefined>>;
@@ -83,6 +84,75 @@ export function clientKey(address: string | undefined): string {
     .slice(0, 4)
     .map((g) => (g === '' ? '0' : g.toLowerCase().replace(/^0+(?=.)/, '')))
     .join(':')}::/64`;
+}
+
+/** What becomes of a connection just accepted: kept, let in only to be refused, or closed at once. */
+export type ConnectionAdmission = 'admitted' | 'refused' | 'closed';
+
+// The share a connection counts against, and whether it is one of the client's own or a refusal.
+const SHARE_CLIENT = Symbol('shareClient');
+const SHARE_REFUSED = Symbol('shareRefused');
+type SharedSocket = Socket & { [SHARE_CLIENT]?: ClientConnections; [SHARE_REFUSED]?: boolean };
+
+interface ClientConnections {
+  key: string;
+  open: number;
+  refusing: number;
+  share: ConnectionShare;
+}
+
+/**
+ * Open connections per client address, keyed as the body budget is (clientKey): one address
+ * that holds every keep-alive socket it can takes its share, not the whole listener. Past the
+ * share a connection is let in only to be answered 429 (a provider's HTTP client reports an answer
+ * and its Retry-After, not a reset); a client already waiting for refusals past refusalsPerClient
+ * has further connections closed at accept, so refusals cannot hold the slots the share protects.
+ * Each counts until the socket closes.
+ */
+export class ConnectionShare {
+  readonly perClientLimit: number;
+  readonly refusalsPerClient: number;
+  readonly byClient = new Map<string, ClientConnections>();
+  constructor(perClientLimit: number, refusalsPerClient: number) {
+    this.perClientLimit = perClientLimit;
+    this.refusalsPerClient = refusalsPerClient;
+  }
+
+  admit(socket: Socket): ConnectionAdmission {
+    const key = clientKey(socket.remoteAddress);
+    let client = this.byClient.get(key);
+    if (client === undefined) {
+      client = { key, open: 0, refusing: 0, share: this };
+      this.byClient.set(key, client);
+    }
+    const shared = socket as SharedSocket;
+    if (client.open < this.perClientLimit) {
+      client.open += 1;
+    } else if (client.refusing < this.refusalsPerClient) {
+      client.refusing += 1;
+      shared[SHARE_REFUSED] = true;
+    } else {
+      if (client.open === 0 && client.refusing === 0) this.byClient.delete(key);
+      return 'closed';
+    }
+    shared[SHARE_CLIENT] = client;
+    socket.once('close', onSharedSocketClose);
+    return shared[SHARE_REFUSED] === true ? 'refused' : 'admitted';
+  }
+
+  /** The connection was let in past its client's share: whatever it asks is answered 429. */
+  static refused(socket: Socket): boolean {
+    return (socket as SharedSocket)[SHARE_REFUSED] === true;
+  }
+}
+
+function onSharedSocketClose(this: SharedSocket): void {
+  const client = this[SHARE_CLIENT];
+  if (client === undefined) return;
+  this[SHARE_CLIENT] = undefined;
+  if (this[SHARE_REFUSED] === true) client.refusing -= 1;
+  else client.open -= 1;
+  if (client.open === 0 && client.refusing === 0) client.share.byClient.delete(client.key);
 }
 
 interface BodyReader {

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from '#plumbing/kafka/types.ts';
@@ -9,9 +9,10 @@ import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { startAdminServer } from '#plumbing/observability/admin-server.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
-import { ingressDefaults } from './config.ts';
-import { BodyBudget } from './http-input.ts';
+import { clientConnectionShare, ingressDefaults } from './config.ts';
+import { BodyBudget, ConnectionShare } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
+import { errorBody } from './pipeline/answer.ts';
 import { SourceDirectory } from './pipeline/preflight.ts';
 import { REJECTIONS } from './pipeline/rejections.ts';
 import { BatchingPublisher } from './publisher.ts';
@@ -41,6 +42,11 @@ export interface IngressConfig {
   keepAliveTimeoutMs?: number;
   /** Open connections at once; past it node closes a new connection as soon as it is accepted. */
   maxConnections?: number;
+  /**
+   * Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429 and the
+   * connection closed. Default: clientConnectionShare(maxConnections).
+   */
+  maxClientConnections?: number;
   /** Request body bytes buffered at once across requests; past it a request is answered 503. */
   maxInflightBodyBytes?: number;
   /** Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429. */
@@ -139,6 +145,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     res.status(status).json({ error: status === 500 ? 'internal_error' : 'bad_request' });
   });
 
+  const retryAfter = String(settings.retryAfterSeconds);
   const server = http.createServer(
     {
       headersTimeout: settings.headersTimeoutMs,
@@ -149,6 +156,10 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       maxHeaderSize: 16 * 1024,
     },
     (req, res) => {
+      if (ConnectionShare.refused(req.socket)) {
+        refuseOverShare(req, res, retryAfter);
+        return;
+      }
       // The hot route skips express's router; the handler uses only node:http's request and
       // response. Anything the pattern does not take as is (percent-encoded source, other
       // methods and paths) goes through express, which answers it exactly as before.
@@ -162,6 +173,24 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   // without reading a request from it).
   server.maxConnections = settings.maxConnections;
   server.on('drop', () => metrics.overloadRefusals.inc({ reason: 'max_connections' }));
+  const connectionShare = new ConnectionShare(
+    settings.maxClientConnections ?? clientConnectionShare(settings.maxConnections),
+    REFUSALS_PER_CLIENT,
+  );
+  const refusalGraceMs = Math.min(settings.headersTimeoutMs, REFUSAL_GRACE_MS);
+  server.on('connection', (socket: Socket) => {
+    const admission = connectionShare.admit(socket);
+    if (admission === 'admitted') return;
+    metrics.overloadRefusals.inc({ reason: 'client_connections' });
+    if (admission === 'closed') {
+      socket.destroy();
+      return;
+    }
+    // A refusal holds a slot only as long as a client with a request ready needs to send it.
+    const grace = setTimeout(() => socket.destroy(), refusalGraceMs);
+    grace.unref();
+    socket.once('close', () => clearTimeout(grace));
+  });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, metrics));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -233,6 +262,7 @@ export type { IngressMetrics };
 /** Every reason webhook_overload_refusals_total counts, exported at 0 from the start. */
 const OVERLOAD_REASONS = [
   'max_connections',
+  'client_connections',
   'inflight_body_bytes',
   'client_body_bytes',
   'headers_timeout',
@@ -240,6 +270,27 @@ const OVERLOAD_REASONS = [
   'body_idle_timeout',
   'body_timeout',
 ] as const;
+
+/**
+ * Connections past a client's share that are let in to be answered 429 at once; more than this
+ * many waiting at a time from one client are closed at accept.
+ */
+const REFUSALS_PER_CLIENT = 8;
+/** How long such a connection may take to send its request before it is closed unanswered. */
+const REFUSAL_GRACE_MS = 2000;
+const OVER_SHARE_BODY = errorBody('too_many_requests');
+
+/**
+ * The answer on a connection past its client's share, whatever the request: the client address
+ * holds its share of connections, its own doing, so 429 as for its share of body bytes. The body
+ * is never read and the connection closes once the answer is out.
+ */
+function refuseOverShare(req: http.IncomingMessage, res: http.ServerResponse, retryAfter: string): void {
+  res
+    .writeHead(429, { 'content-type': 'application/json', 'cache-control': 'no-store', 'retry-after': retryAfter, connection: 'close' })
+    .end(OVER_SHARE_BODY);
+  if (!req.complete) res.once('finish', () => req.socket.destroySoon());
+}
 
 const CLIENT_ERROR_ANSWERS: Readonly<Record<string, string>> = {
   ERR_HTTP_REQUEST_TIMEOUT: 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n',

@@ -83,7 +83,7 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
     overloadRefusals: new Counter({
       name: 'webhook_overload_refusals_total',
       help:
-        'Connections closed at accept over MAX_CONNECTIONS (max_connections); requests answered 503 over MAX_INFLIGHT_BODY_BYTES (inflight_body_bytes), ' +
+        "Connections closed at accept over MAX_CONNECTIONS (max_connections), and closed or answered 429 over a client address's MAX_CLIENT_CONNECTIONS (client_connections); requests answered 503 over MAX_INFLIGHT_BODY_BYTES (inflight_body_bytes), " +
         '429 over MAX_CLIENT_BODY_BYTES (client_body_bytes), 408 past HEADERS_TIMEOUT_MS (headers_timeout), REQUEST_TIMEOUT_MS (request_timeout), ' +
         'BODY_IDLE_TIMEOUT_MS (body_idle_timeout) or BODY_TIMEOUT_MS (body_timeout)',
       labelNames: ['reason'],

@@ -137,7 +137,8 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
   });
 
   it('refuses connections over maxConnections and counts them', async () => {
-    const ingress = await startTestIngress(testBrokers(), topic, { maxConnections: 4 });
+    // Every socket here comes from one address: its share is the whole cap, so the cap is what refuses.
+    const ingress = await startTestIngress(testBrokers(), topic, { maxConnections: 4, maxClientConnections: 4 });
     const held: RawClient[] = [];
     try {
       for (let i = 0; i < 4; i += 1) {
