@@ -1,7 +1,8 @@
 // The operator console: server-rendered pages over the store and the broker, one express app.
-// Reads are open; actions go through the OperatorGuard (operator token, session, CSRF, Origin)
-// and are logged with who did what. This file sets up the server, the guard and the middleware
-// every page shares; each page's routes are a router in routes/, its HTML is rendered in pages/.
+// Reads are open on loopback (behind a sign-in beyond it); actions go through the OperatorGuard
+// (operator token, session, CSRF, Origin) and are logged with who did what. This file sets up the
+// server, the guard and the middleware every page shares; each page's routes are a router in
+// routes/, its HTML is rendered in pages/.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -136,10 +137,14 @@ export async function startConsole(
   });
 
   // Reading needs a session too when the console is reachable beyond this machine (or so configured).
+  // Every method, not only GET: Express answers HEAD with the GET handlers (the status and length
+  // tell what a page holds, after running its queries) and OPTIONS by itself. Actions keep the
+  // guard's own checks behind this one.
   app.use((req, res, next) => {
-    if (!signInToRead || req.method !== 'GET' || req.path === '/sign-in' || req.path.startsWith('/assets/')) return next();
+    if (!signInToRead || req.path === '/sign-in' || req.path.startsWith('/assets/')) return next();
     if (pages.sessionOf(req)) return next();
-    res.redirect(303, `/sign-in${query({ next: req.originalUrl })}`);
+    const back = req.method === 'GET' || req.method === 'HEAD' ? query({ next: req.originalUrl }) : '';
+    res.redirect(303, `/sign-in${back}`);
   });
 
   // One router per page; no two of them answer the same path.

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
+import { createClients, startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
 import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
@@ -63,6 +63,12 @@ describe('the console refuses what another site or a guesser asks', () => {
   let open: ConsoleHandle;
   let closed: ConsoleHandle;
   let https: ConsoleHandle;
+  // Sign-in to read, on clients whose every use is counted: a refused request must run no query.
+  let gated: ConsoleHandle;
+  let gatedClients: ReturnType<typeof createClients>;
+  let gatedReads = 0;
+  // Bound to an IPv4-mapped address: clients are seen as ::ffff:127.0.0.x, as on a dual-stack socket.
+  let mapped: ConsoleHandle;
   const resourceId = freshId('thm');
   const resourcePath = `/resource?tenant=${TENANT}&type=theme&id=${resourceId}`;
 
@@ -101,6 +107,17 @@ describe('the console refuses what another site or a guesser asks', () => {
     open = await startConsole(base, { logger, env: {} });
     closed = await startConsole({ ...base, signInToRead: true }, { logger, env: {} });
     https = await startConsole({ ...base, https: true }, { logger, env: {} });
+    const gatedConfig: ConsoleConfig = { ...base, signInToRead: true };
+    gatedClients = createClients(gatedConfig, logger);
+    // Every checkout from the pool (pool.query too) and every admin client is a read.
+    gatedClients.pool.on('acquire', () => (gatedReads += 1));
+    const countedAdmin = gatedClients.withAdmin;
+    gatedClients.withAdmin = (fn) => {
+      gatedReads += 1;
+      return countedAdmin(fn);
+    };
+    gated = await startConsole(gatedConfig, { logger, env: {}, clients: gatedClients });
+    mapped = await startConsole({ ...base, host: '::ffff:127.0.0.1' }, { logger, env: {} });
     // evil.example stands for a rebinding domain: a name of the attacker's that resolves to the console.
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -113,6 +130,9 @@ describe('the console refuses what another site or a guesser asks', () => {
     await open?.close();
     await closed?.close();
     await https?.close();
+    await gated?.close();
+    await gatedClients?.close();
+    await mapped?.close();
     await harness?.close();
   });
 
@@ -224,5 +244,77 @@ describe('the console refuses what another site or a guesser asks', () => {
     const plain = await signInForm(closed.url, TOKEN, '/');
     expect(plain.status).toBe(303);
     expect(String(plain.headers['set-cookie'])).not.toMatch(/Secure/i);
+  });
+  it('sign-in to read gates every method: an anonymous HEAD, OPTIONS or other method learns nothing and runs no query', async () => {
+    // An id of the same length that names no resource: a leak would show as another status or length.
+    const missingPath = `/resource?tenant=${TENANT}&type=theme&id=${'z'.repeat(resourceId.length)}`;
+    const paths = [resourcePath, missingPath, '/', '/dlq', '/dlq/record?ref=0:0', `/search?q=${resourceId}`, '/reconcile', '/no-such-page'];
+    const readsBefore = gatedReads;
+    const lengths = new Map<string, string | undefined>();
+    for (const p of paths) {
+      const get = await request(`${gated.url}${p}`);
+      expect(get.status, `GET ${p}`).toBe(303);
+      for (const method of ['HEAD', 'OPTIONS', 'PUT', 'PATCH', 'DELETE', 'POST']) {
+        const answer = await request(`${gated.url}${p}`, { method });
+        expect(answer.status, `${method} ${p}`).toBe(get.status);
+        expect(answer.headers.location, `${method} ${p}`).toMatch(/^\/sign-in(\?|$)/);
+        expect(answer.text, `${method} ${p}`).not.toContain('Doors v');
+        expect(answer.headers.allow, `${method} ${p}`).toBeUndefined();
+        if (method === 'HEAD') lengths.set(p, answer.headers['content-length']);
+      }
+    }
+    expect(lengths.get(resourcePath)).toBe(lengths.get(missingPath));
+    expect(gatedReads - readsBefore, 'queries run for anonymous requests').toBe(0);
+    // Sign-in and the assets stay reachable for every method a browser uses on them.
+    expect((await request(`${gated.url}/sign-in`, { method: 'HEAD' })).status).toBe(200);
+    expect((await request(`${gated.url}/assets/console.css`, { method: 'HEAD' })).status).toBe(200);
+    // Signed in, HEAD answers as GET does (and the counter sees the reads it makes).
+    const signIn = await signInForm(gated.url, TOKEN, '/');
+    expect(signIn.status).toBe(303);
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+    const head = await request(`${gated.url}${resourcePath}`, { method: 'HEAD', headers: { cookie } });
+    expect(head.status).toBe(200);
+    expect(gatedReads).toBeGreaterThan(readsBefore);
+    // An action without a session is still refused by the guard's own checks.
+    const replay = await request(`${gated.url}/dlq/replay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gated.url, cookie },
+      body: 'ref=0:0&csrf=forged',
+    });
+    expect(replay.status).toBe(403);
+  });
+
+  it('sign-in to read gates HEAD and OPTIONS from a page in the browser too', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${gated.url}/sign-in`);
+    const readsBefore = gatedReads;
+    const answers = await page.evaluate(
+      async (paths: string[]) => {
+        const out = [];
+        for (const p of paths)
+          for (const method of ['HEAD', 'OPTIONS']) {
+            const r = await fetch(p, { method });
+            out.push({ p, method, status: r.status, url: r.url, redirected: r.redirected, text: await r.text() });
+          }
+        return out;
+      },
+      [resourcePath, '/dlq/record?ref=0:0', `/search?q=${resourceId}`, '/'],
+    );
+    for (const a of answers) {
+      const what = `${a.method} ${a.p}`;
+      expect(a.redirected, what).toBe(true);
+      expect(new URL(a.url).pathname, what).toBe('/sign-in');
+      expect(a.text, what).not.toContain('Doors v');
+    }
+    expect(gatedReads - readsBefore, 'queries run for anonymous requests').toBe(0);
+    await page.close();
+  });
+
+  it('the throttle keys an IPv4-mapped client by its IPv4 address', async () => {
+    // Each loopback address is its own client, though the socket reports ::ffff:127.0.0.x (all in one /64).
+    const url = `http://127.0.0.1:${mapped.port}`;
+    for (let i = 0; i < 5; i += 1) expect((await signInForm(url, 'wrong-token-guess-111', '/', url, '127.0.0.3')).status).toBe(401);
+    expect((await signInForm(url, TOKEN, '/', url, '127.0.0.3')).status).toBe(429);
+    expect((await signInForm(url, TOKEN, '/', url, '127.0.0.4')).status).toBe(303);
   });
 });
