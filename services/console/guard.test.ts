@@ -11,6 +11,7 @@ import {
   SignInThrottle,
   tokensEqual,
 } from './guard.ts';
+import { throttleKeyOf } from './client-address.ts';
 
 const TOKEN = 'operator-token-0123456789';
 const ORIGIN = 'http://127.0.0.1:9470';
@@ -102,7 +103,7 @@ describe('sessions and sign-in attempts do not pile up', () => {
     expect(throttle.retryAfterSeconds('b')).toBe(0);
     now += 57_000;
     expect(throttle.retryAfterSeconds('a')).toBe(0);
-    // Bounded: the oldest address is forgotten first.
+    // Bounded: once the table is full, addresses not in it share one budget instead of evicting.
     throttle.failed('b');
     throttle.failed('c');
     throttle.failed('d');
@@ -110,6 +111,75 @@ describe('sessions and sign-in attempts do not pile up', () => {
     now += 61_000;
     throttle.sweep();
     expect(throttle.trackedAddresses).toBe(0);
+  });
+});
+
+describe('the sign-in throttle against many addresses', () => {
+  it('keys IPv4 by address, IPv6 by its /64 and an IPv4-mapped IPv6 address as its IPv4', () => {
+    expect(throttleKeyOf('10.1.2.3')).toBe('10.1.2.3');
+    expect(throttleKeyOf('::ffff:10.1.2.3')).toBe('10.1.2.3');
+    expect(throttleKeyOf('::FFFF:0a01:0203')).toBe('10.1.2.3');
+    expect(throttleKeyOf('2001:db8:1:2::1')).toBe('2001:db8:1:2::/64');
+    expect(throttleKeyOf('2001:0DB8:0001:0002:ffff:eeee:dddd:cccc')).toBe('2001:db8:1:2::/64');
+    expect(throttleKeyOf('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(throttleKeyOf('::1')).toBe('0:0:0:0::/64');
+    expect(throttleKeyOf('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(throttleKeyOf('2001:db8::10.0.0.1')).toBe('2001:db8:0:0::/64');
+    // Not an address at all (a unix socket): one key of its own, as before.
+    expect(throttleKeyOf('')).toBe('');
+  });
+
+  it('many addresses in one IPv6 /64 share one budget; another /64 has its own', () => {
+    let now = 1_000_000;
+    const throttle = new SignInThrottle(5, 60_000, () => now);
+    for (let i = 1; i <= 5; i += 1) {
+      const address = `2001:db8:aa:bb:${i.toString(16)}:${(i * 7919).toString(16)}::${i}`;
+      expect(throttle.retryAfterSeconds(address), address).toBe(0);
+      throttle.failed(address);
+      now += 1000;
+    }
+    expect(throttle.retryAfterSeconds('2001:db8:aa:bb:dead:beef:1:2')).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds('2001:db8:aa:bc::1')).toBe(0);
+    expect(throttle.trackedAddresses).toBe(1);
+  });
+
+  it('a flood of fresh addresses cannot evict a throttled address, nor one part way there', () => {
+    let now = 1_000_000;
+    const throttle = new SignInThrottle(3, 60_000, () => now, 100);
+    for (let i = 0; i < 3; i += 1) throttle.failed('198.51.100.7');
+    for (let i = 0; i < 2; i += 1) throttle.failed('198.51.100.8');
+    expect(throttle.retryAfterSeconds('198.51.100.7')).toBeGreaterThan(0);
+    // Each flood request is a failed sign-in from an address never seen before (and for IPv6, another /64).
+    for (let i = 0; i < 5000; i += 1) {
+      const address = i % 2 === 0 ? `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` : `2001:db8:${i.toString(16)}::1`;
+      if (throttle.retryAfterSeconds(address) === 0) throttle.failed(address);
+      now += 1;
+    }
+    expect(throttle.retryAfterSeconds('198.51.100.7'), 'the throttled address is still throttled').toBeGreaterThan(0);
+    throttle.failed('198.51.100.8');
+    expect(throttle.retryAfterSeconds('198.51.100.8'), 'the part-way address kept its count').toBeGreaterThan(0);
+    // Memory stays bounded, and the flood itself got no more than one table and one shared budget of guesses.
+    expect(throttle.trackedAddresses).toBeLessThanOrEqual(100);
+    expect(throttle.retryAfterSeconds('203.0.113.1'), 'a new address while the table is full shares the spent budget').toBeGreaterThan(0);
+    // Once the failures leave the window, the table empties and everyone may try again.
+    now += 61_000;
+    expect(throttle.retryAfterSeconds('198.51.100.7')).toBe(0);
+    expect(throttle.retryAfterSeconds('203.0.113.1')).toBe(0);
+    throttle.sweep();
+    expect(throttle.trackedAddresses).toBe(0);
+  });
+
+  it('while the table is full, addresses already in it keep their own budget', () => {
+    let now = 1_000_000;
+    const throttle = new SignInThrottle(3, 60_000, () => now, 2);
+    throttle.failed('192.0.2.1');
+    throttle.failed('192.0.2.2');
+    for (let i = 0; i < 3; i += 1) throttle.failed(`192.0.2.${10 + i}`);
+    expect(throttle.retryAfterSeconds('192.0.2.99')).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds('192.0.2.1')).toBe(0);
+    expect(throttle.retryAfterSeconds('192.0.2.2')).toBe(0);
+    now += 1000;
+    expect(throttle.trackedAddresses).toBe(2);
   });
 });
 

@@ -1,10 +1,11 @@
 // Who may act, and proof that a request to act came from the console's own page.
-// Reading is open. An action (replay, reconcile) needs a signed-in operator: the sign-in form takes
+// Reading is open on loopback (elsewhere it needs a session too). An action (replay, reconcile) needs a signed-in operator: the sign-in form takes
 // a name and CONSOLE_OPERATOR_TOKEN, and opens a session (an HttpOnly, SameSite=Strict cookie).
 // Each session has a CSRF token of its own, put in every action form and checked against the
 // session (synchroniser token); the Origin (or Referer) of a POST must be the console itself.
 // Sessions live in memory: a restart signs everyone out, which is fine for an operator tool.
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
+import { throttleKeyOf } from './client-address.ts';
 
 export const SESSION_COOKIE = 'bridge_console_session';
 const SESSION_TTL_MS = 8 * 60 * 60 * 1000;
@@ -101,13 +102,19 @@ export class OperatorGuard {
 }
 
 /**
- * Failed sign-ins per client address: after `limit` failures within `windowMs`, that address is
- * refused (429) until its oldest failure leaves the window, so guessing the token from one address
- * is slow. Addresses are forgotten when their failures are; at most `maxAddresses` are tracked
- * (the oldest forgotten first) so a flood of addresses cannot grow memory without bound.
+ * Failed sign-ins per client (an IPv4 address, an IPv6 /64: throttleKeyOf): after `limit` failures
+ * within `windowMs` that client is refused (429) until its oldest failure leaves the window, so
+ * guessing the token from one client is slow. At most `maxAddresses` clients are tracked, and
+ * nothing is ever evicted: an entry leaves only when its failures have left the window. Evicting
+ * would let a flood of fresh addresses free the entry that throttles the flooder. While the table
+ * is full, every client not in it shares one budget of `limit` failures, so a flood gets at most one
+ * more budget, and clients already tracked keep their own.
  */
 export class SignInThrottle {
   private readonly failures = new Map<string, number[]>();
+  /** Failures of clients that found the table full: one budget they share. */
+  private overflow: number[] = [];
+  private lastFullSweep = -Infinity;
   constructor(
     private readonly limit = 5,
     private readonly windowMs = 5 * 60 * 1000,
@@ -115,31 +122,56 @@ export class SignInThrottle {
     private readonly maxAddresses = 10_000,
   ) {}
 
-  private recent(address: string): number[] {
+  private inWindow(times: number[]): number[] {
     const since = this.now() - this.windowMs;
-    const kept = (this.failures.get(address) ?? []).filter((t) => t > since);
-    if (kept.length === 0) this.failures.delete(address);
-    else this.failures.set(address, kept);
+    return times.filter((t) => t > since);
+  }
+
+  private recent(key: string): number[] {
+    const kept = this.inWindow(this.failures.get(key) ?? []);
+    if (kept.length === 0) this.failures.delete(key);
+    else this.failures.set(key, kept);
     return kept;
+  }
+
+  /** No room for another client, after forgetting those whose failures have aged out (at most once a second). */
+  private full(): boolean {
+    if (this.failures.size < this.maxAddresses) return false;
+    if (this.now() - this.lastFullSweep >= 1000) {
+      this.lastFullSweep = this.now();
+      this.sweep();
+    }
+    return this.failures.size >= this.maxAddresses;
+  }
+
+  /** The failures that count for this client: its own, or the shared budget when it has none and there is no room. */
+  private budgetOf(key: string): { own: boolean; times: number[] } {
+    const own = this.recent(key);
+    if (own.length > 0 || !this.full()) return { own: true, times: own };
+    this.overflow = this.inWindow(this.overflow);
+    return { own: false, times: this.overflow };
   }
 
   /** Seconds to wait before this address may try again; 0 when it may try now. */
   retryAfterSeconds(address: string): number {
-    const recent = this.recent(address);
+    const recent = this.budgetOf(throttleKeyOf(address)).times;
     if (recent.length < this.limit) return 0;
     return Math.max(1, Math.ceil((recent[recent.length - this.limit]! + this.windowMs - this.now()) / 1000));
   }
 
   failed(address: string): void {
-    const recent = this.recent(address);
-    this.failures.delete(address);
-    this.failures.set(address, [...recent, this.now()]);
-    while (this.failures.size > this.maxAddresses) this.failures.delete(this.failures.keys().next().value!);
+    const key = throttleKeyOf(address);
+    const budget = this.budgetOf(key);
+    // Only the last `limit` failures decide a wait: memory per client stays bounded.
+    const times = [...budget.times, this.now()].slice(-this.limit);
+    if (budget.own) this.failures.set(key, times);
+    else this.overflow = times;
   }
 
-  /** Forgets addresses with no failure left in the window. */
+  /** Forgets clients with no failure left in the window. */
   sweep(): void {
-    for (const address of [...this.failures.keys()]) this.recent(address);
+    for (const key of [...this.failures.keys()]) this.recent(key);
+    this.overflow = this.inWindow(this.overflow);
   }
 
   get trackedAddresses(): number {

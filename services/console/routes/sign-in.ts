@@ -1,5 +1,5 @@
 // Signing in and out: GET and POST /sign-in, POST /sign-out. A session is what actions (and, where
-// configured, reading) need; failed sign-ins are throttled per address.
+// configured, reading) need; failed sign-ins are throttled per client (an IPv4 address, an IPv6 /64).
 import { Router } from 'express';
 import { isRefusal, safeNextPath, SESSION_COOKIE, type SignInThrottle } from '../guard.ts';
 import { signInPage } from '../pages/search.ts';
@@ -19,7 +19,7 @@ export function signInRoutes(
     if (wait > 0) {
       logger.warn({ action: 'sign-in', operator: text(body.operator), address, refused: 'throttled' }, 'console sign-in refused');
       res.set('retry-after', String(wait));
-      return send(res, signInPage(ctxOf(req), `Too many failed sign-ins from your address: try again in ${wait} s.`), 429);
+      return send(res, signInPage(ctxOf(req), `Too many failed sign-ins from your address or network: try again in ${wait} s.`), 429);
     }
     // A sign-in from another site would plant its own session (login CSRF): same origin only.
     const origin_ = guard.actionsEnabled ? checkSameOrigin(originOf(req), ownOrigin(req)) : undefined;
