@@ -16,7 +16,7 @@ describe('consoleConfigFrom', () => {
   it('asks for a sign-in to read whenever it listens beyond loopback', () => {
     expect(consoleConfigFrom(base).signInToRead).toBe(false);
     expect(consoleConfigFrom({ ...base, CONSOLE_HOST: 'localhost' }).signInToRead).toBe(false);
-    const wide = { ...base, CONSOLE_HOST: '0.0.0.0', CONSOLE_OPERATOR_TOKEN: 'an-operator-token-of-ours' };
+    const wide = { ...base, CONSOLE_HOST: '0.0.0.0', CONSOLE_OPERATOR_TOKEN: 'an-operator-token-of-ours', CONSOLE_HTTPS: 'true' };
     expect(consoleConfigFrom(wide).signInToRead).toBe(true);
     expect(consoleConfigFrom({ ...wide, CONSOLE_SIGN_IN_TO_READ: 'false' }).signInToRead).toBe(false);
     expect(
@@ -31,5 +31,16 @@ describe('consoleConfigFrom', () => {
     expect(c.allowedHosts).toEqual(['console.example.com', 'ops.example.com']);
     expect(c.https).toBe(true);
     expect(consoleConfigFrom(base).https).toBe(false);
+  });
+  it('refuses to listen beyond loopback over plain HTTP unless TLS ends in front of it', () => {
+    const token = { CONSOLE_OPERATOR_TOKEN: 'an-operator-token-of-ours' };
+    for (const host of ['0.0.0.0', '::', '10.1.2.3', 'fd00::2', 'console.internal', '::ffff:10.1.2.3']) {
+      expect(() => consoleConfigFrom({ ...base, ...token, CONSOLE_HOST: host }), host).toThrow(/plain HTTP.*CONSOLE_HTTPS=true/s);
+      expect(consoleConfigFrom({ ...base, ...token, CONSOLE_HOST: host, CONSOLE_HTTPS: 'true' }).host, host).toBe(host);
+    }
+    // Leaving the pages open does not lift it: the sign-in and its session cookie still cross the network.
+    expect(() => consoleConfigFrom({ ...base, CONSOLE_HOST: '0.0.0.0', CONSOLE_SIGN_IN_TO_READ: 'false' })).toThrow(/plain HTTP/);
+    for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1', '0:0:0:0:0:0:0:1'])
+      expect(consoleConfigFrom({ ...base, CONSOLE_HOST: host }).host, host).toBe(host);
   });
 });

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { ConfigError, databaseEnv, kafkaEnv, logEnv, parseConfig, portSchema, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { topicNames, type TopicNames } from '#plumbing/kafka/topics.ts';
+import { isLoopbackHost } from './client-address.ts';
 
 const consoleEnv = z
   .object({
@@ -20,7 +21,7 @@ const consoleEnv = z
     CONSOLE_ALLOWED_HOSTS: z.string().default(''),
     /** Sign-in to read as well as to act; unset: on whenever CONSOLE_HOST is not a loopback address. */
     CONSOLE_SIGN_IN_TO_READ: z.stringbool().optional(),
-    /** Browsers reach the console over HTTPS (a TLS proxy in front): Secure cookie, https Origin. */
+    /** Browsers reach the console over HTTPS (a TLS proxy in front): Secure cookie, https Origin; required beyond loopback. */
     CONSOLE_HTTPS: z.stringbool().default(false),
     /** Set by infra/dev/dev.env: the public dev operator token is accepted (on loopback only). */
     CONSOLE_DEV: z.stringbool().default(false),
@@ -62,12 +63,6 @@ export const DEFAULT_DLQ_EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
 /** The public token infra/dev/dev.env gives `npm start`: anyone can read it in the repository. */
 export const PUBLIC_DEV_OPERATOR_TOKEN = 'dev-operator-token-change-me';
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
-
-export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK_HOSTS.has(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host);
-}
-
 export function consoleConfigFrom(env: Record<string, string | undefined>): ConsoleConfig {
   const c = parseConfig(consoleEnv, env);
   const loopback = isLoopbackHost(c.CONSOLE_HOST);
@@ -81,6 +76,13 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
   if (signInToRead && c.CONSOLE_OPERATOR_TOKEN === undefined)
     problems.push(
       `CONSOLE_HOST ${c.CONSOLE_HOST} is not loopback, so reading needs a sign-in: set CONSOLE_OPERATOR_TOKEN (or CONSOLE_SIGN_IN_TO_READ=false to leave the pages open)`,
+    );
+  // Beyond loopback the sign-in carries the operator token and every request the session cookie;
+  // over plain HTTP anyone on the path reads both. The console speaks no TLS itself, so a proxy in
+  // front must end it, and CONSOLE_HTTPS=true is the operator saying so.
+  if (!loopback && !c.CONSOLE_HTTPS)
+    problems.push(
+      `CONSOLE_HOST ${c.CONSOLE_HOST} is not loopback and the console speaks plain HTTP: put a TLS-terminating proxy in front of it and set CONSOLE_HTTPS=true, or bind a loopback CONSOLE_HOST`,
     );
   if (problems.length > 0) throw new ConfigError(problems);
   return {
