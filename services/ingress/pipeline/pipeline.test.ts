@@ -452,9 +452,11 @@ describe('parse and match', () => {
     const event = sampleThemeEvent({ event_id: 'evt_1' }) as ReceivedEnvelope;
     delete event.resource.version;
     for (const source of ['demo', 'demo-time']) {
-      // demo-time orders theme by occurred_at but palette by version.
+      // demo-time orders theme by occurred_at but palette by version (for a tenant of its own: demo orders theme by version).
       const body =
-        source === 'demo' ? event : { ...event, event_type: 'palette.updated', resource: { ...event.resource, type: 'palette' } };
+        source === 'demo'
+          ? event
+          : { ...event, tenant_id: 'tenant_acme_time', event_type: 'palette.updated', resource: { ...event.resource, type: 'palette' } };
       const { answer, rejection } = await run(source, signed(source, body));
       expect(rejection?.kind).toBe('invalid_envelope');
       expect(answer).toMatchObject({ status: 422, reason: 'invalid_envelope' });
@@ -466,7 +468,7 @@ describe('parse and match', () => {
 
   it('a type the source orders by occurred_at: accepted with or without a version, and the record says ordered-by', async () => {
     for (const withVersion of [false, true]) {
-      const event = sampleThemeEvent({ event_id: `evt_${String(withVersion)}` }) as ReceivedEnvelope;
+      const event = sampleThemeEvent({ event_id: `evt_${String(withVersion)}`, tenant_id: 'tenant_acme_time' }) as ReceivedEnvelope;
       if (!withVersion) delete event.resource.version;
       const publisher = new RecordingPublisher();
       const { answer } = await run('demo-time', signed('demo-time', event), publisher);

@@ -31,7 +31,7 @@ describe('webhook sources configuration', () => {
       ['demo-std', 'standard-webhooks', ['tenant_acme']],
       ['demo-body', 'hmac-sha256-body', ['tenant_acme']],
       ['demo-strict', 'hmac-sha256', ['tenant_acme']],
-      ['demo-time', 'hmac-sha256', ['tenant_acme']],
+      ['demo-time', 'hmac-sha256', ['tenant_acme_time']],
     ]);
     expect(sources.map((s) => s.occurredAtTypes)).toEqual([undefined, undefined, undefined, undefined, ['theme']]);
     expect(sources[0]!.resourceTypes).toEqual(['theme', 'palette', 'design_catalogue', 'clock_widget_variant']);
@@ -121,6 +121,43 @@ describe('webhook sources configuration', () => {
       ],
     });
     expect(resolveSources(rotating, { env }).map((s) => s.secrets.length)).toEqual([2]);
+  });
+
+  it('refuses two sources that order one tenant and type differently, naming both sources, the tenant and the type', () => {
+    const source = (id: string, tenants: string[], ordering: unknown, resourceTypes = ['theme', 'palette']) => ({
+      id,
+      secrets: [{ id: `${id}-1`, env: 'S' }],
+      tenants,
+      resourceTypes,
+      ...(ordering === undefined ? {} : { ordering }),
+    });
+    expect(
+      problems(() =>
+        parseSourcesFile({
+          sources: [
+            source('shop', ['tenant_acme', 'tenant_beta'], undefined),
+            source('shop-clock', ['tenant_acme'], { theme: 'occurred_at' }),
+            source('shop-eu', ['tenant_beta'], 'occurred_at', ['palette']),
+          ],
+        }),
+      ),
+    ).toEqual([
+      'sources.1.ordering: source "shop-clock" orders tenant "tenant_acme" type "theme" by occurred_at, source "shop" by version: ' +
+        'a resource lives by one ordering; give both sources the same (bridge ordering switch moves stored resources)',
+      'sources.2.ordering: source "shop-eu" orders tenant "tenant_beta" type "palette" by occurred_at, source "shop" by version: ' +
+        'a resource lives by one ordering; give both sources the same (bridge ordering switch moves stored resources)',
+    ]);
+    // The same ordering, another tenant, or another type: no conflict.
+    expect(() =>
+      parseSourcesFile({
+        sources: [
+          source('a', ['tenant_acme'], { theme: 'occurred_at' }),
+          source('b', ['tenant_acme'], { theme: 'occurred_at', palette: 'version' }),
+          source('c', ['tenant_other'], 'version'),
+          source('d', ['tenant_acme'], 'occurred_at', ['clock']),
+        ],
+      }),
+    ).not.toThrow();
   });
 
   it('defaults the scheme to hmac-sha256 and the tolerance to 300 s', () => {

@@ -156,7 +156,40 @@ export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigS
       secretIds.add(secret.id);
     });
   });
+  orderingConflicts(file.sources).forEach(({ index, message }) =>
+    ctx.addIssue({ code: 'custom', path: ['sources', index, 'ordering'], message }),
+  );
 });
+
+/**
+ * A resource lives by one ordering: two sources that publish one tenant's type with different
+ * orderings would each have their events dead-lettered on the other's resources. Each conflict is
+ * reported once per tenant and type, on the later source, naming both.
+ */
+function orderingConflicts(
+  sources: ReadonlyArray<Pick<SourceConfig, 'id' | 'tenants' | 'resourceTypes' | 'ordering'>>,
+): Array<{ index: number; message: string }> {
+  const first = new Map<string, { source: string; ordering: ResourceOrdering }>();
+  const conflicts: Array<{ index: number; message: string }> = [];
+  sources.forEach((source, index) => {
+    for (const type of new Set(source.resourceTypes)) {
+      const ordering = typeof source.ordering === 'string' ? source.ordering : (source.ordering[type] ?? 'version');
+      for (const tenant of new Set(source.tenants)) {
+        const key = `${tenant}\u0000${type}`;
+        const seen = first.get(key);
+        if (seen === undefined) first.set(key, { source: source.id, ordering });
+        else if (seen.ordering !== ordering)
+          conflicts.push({
+            index,
+            message:
+              `source "${source.id}" orders tenant "${tenant}" type "${type}" by ${ordering}, source "${seen.source}" by ${seen.ordering}: ` +
+              'a resource lives by one ordering; give both sources the same (bridge ordering switch moves stored resources)',
+          });
+      }
+    }
+  });
+  return conflicts;
+}
 
 export type SourceConfig = z.infer<typeof sourceConfigSchema>;
 export type ReconcileConfig = z.infer<typeof reconcileConfigSchema>;
