@@ -3,6 +3,7 @@ import {
   isNotConfigured,
   ON_DEMAND_DONE,
   reconcileOnDemand,
+  resourceRefProblem,
   type ReconcileReport,
 } from '#domain/reconcile/index.ts';
 import { loadReconcileSources, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
@@ -34,6 +35,9 @@ export const reconcileCommand: CommandSpec = {
   async run(args, ctx) {
     if (args.positionals.length !== 3) throw new UsageError('reconcile expects <tenant> <resource_type> <resource_id>');
     const [tenantId, type, id] = args.positionals as [string, string, string];
+    // Before the sources file and any request: the API would get the source's credentials.
+    const refused = resourceRefProblem({ tenantId, type, id });
+    if (refused !== undefined) throw new UsageError(refused);
     const dryRun = flag(args, 'dry-run');
     const sourceId = stringOption(args, 'source');
     const file = ctx.env.WEBHOOK_SOURCES_FILE;

@@ -8,6 +8,7 @@ import {
   createOnDemandReconciler,
   isNotConfigured,
   reconcileSourcesFor,
+  resourceRefProblem,
   type OnDemandReconciler,
   type ReconcileReport,
 } from '#domain/reconcile/index.ts';
@@ -97,6 +98,12 @@ export function reconcileRoutes(
       }
       if (!target.tenant || !target.type || !target.id)
         return void send(res, refusedPage(ctxOf(req), 'give a tenant, a type and an id to reconcile'), 400);
+      // Before any request: the provider's API would get the source's credentials for these ids.
+      const refusedIds = resourceRefProblem({ tenantId: target.tenant, type: target.type, id: target.id });
+      if (refusedIds !== undefined) {
+        logger.warn({ action: 'reconcile', operator: session.operator, ...asked, refused: refusedIds }, 'console action refused');
+        return void send(res, refusedPage(ctxOf(req), `No reconcile: ${refusedIds}`), 400);
+      }
       const availability = reconcileAvailability(reconcile, target.tenant, target.type);
       if (!availability.ok || !reconcile.ok) {
         const why = availability.ok ? 'reconcile is not configured' : availability.why;

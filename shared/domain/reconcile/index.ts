@@ -1,10 +1,11 @@
 export { CircuitBreaker, type BreakerState } from './circuit-breaker.ts';
-export { fetchSnapshot, parseSnapshotBody, type ProviderAnswer } from './provider-client.ts';
+export { fetchSnapshot, parseSnapshotBody, statedIdentity, type ProviderAnswer, type StatedIdentity } from './provider-client.ts';
 export { createEventsPublisher, type EventsPublisher } from './publisher.ts';
 export { ReconcileQueue, type EnqueueResult, type QueuedReconcile } from './reconcile-queue.ts';
 export {
   RECONCILE_TRIGGERS,
   Reconciler,
+  resourceRefProblem,
   type EventsRecord,
   type ReconcileOutcome,
   type ReconcileReport,

@@ -11,8 +11,19 @@ import { expandUrlTemplate, type ResourceRefValues } from './url-template.ts';
  * only when the answer's body states the version of the deletion (the provider's own number).
  */
 export type ProviderAnswer =
-  | { kind: 'snapshot'; status: number; url: string; version: number; data: Record<string, unknown> }
-  | { kind: 'gone'; status: number; url: string; version?: number };
+  | { kind: 'snapshot'; status: number; url: string; version: number; data: Record<string, unknown>; stated?: StatedIdentity }
+  | { kind: 'gone'; status: number; url: string; version?: number; stated?: StatedIdentity };
+
+/**
+ * Which resource the answer's body says it is about, where it says so: `tenant_id`, `resource.type`
+ * and `resource.id` (the envelope's names), or `type` and `id` at the top level. A value that is not
+ * a string (a number is read as its digits) is kept as its JSON, so it can never equal what was asked.
+ */
+export interface StatedIdentity {
+  tenantId?: string;
+  type?: string[];
+  id?: string[];
+}
 
 /** The most an answer may hold, decompressed: the ingress's body limit. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -53,8 +64,9 @@ export async function fetchSnapshot(settings: ReconcileSettings, ref: ResourceRe
     throw new BridgeError('reconcile_unavailable', `GET ${url}: ${(error as Error).message}`, { retryable: true, cause: error });
   }
   if (status === 404 || status === 410) {
-    const version = goneVersion(body);
-    return { kind: 'gone', status, url, ...(version === undefined ? {} : { version }) };
+    const parsed = parseJsonObject(body);
+    const version = parsed === undefined ? undefined : goneVersion(parsed);
+    return { kind: 'gone', status, url, ...(version === undefined ? {} : { version }), stated: statedIdentity(parsed) };
   }
   if (status >= 500 || status === 408 || status === 429) {
     throw new BridgeError('reconcile_unavailable', `GET ${url}: HTTP ${status}`, { retryable: true });
@@ -127,20 +139,48 @@ function readLimited(response: IncomingMessage, signal: AbortSignal, url: string
   });
 }
 
-/** The version a 404/410 body states for the deletion, if it states one; anything else is no version. */
-function goneVersion(body: Buffer): number | undefined {
+function parseJsonObject(body: Buffer): Record<string, unknown> | undefined {
   try {
     const parsed: unknown = JSON.parse(body.toString('utf8'));
-    if (!isObject(parsed)) return undefined;
-    const version = parsed.version ?? (isObject(parsed.resource) ? parsed.resource.version : undefined);
-    return typeof version === 'number' && Number.isSafeInteger(version) && version >= 0 ? version : undefined;
+    return isObject(parsed) ? parsed : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** The version a 404/410 body states for the deletion, if it states one; anything else is no version. */
+function goneVersion(parsed: Record<string, unknown>): number | undefined {
+  const version = parsed.version ?? (isObject(parsed.resource) ? parsed.resource.version : undefined);
+  return typeof version === 'number' && Number.isSafeInteger(version) && version >= 0 ? version : undefined;
+}
+
+/** What the body says it is about (see StatedIdentity); absent and null fields state nothing. */
+export function statedIdentity(body: Record<string, unknown> | undefined): StatedIdentity {
+  if (body === undefined) return {};
+  const resource = isObject(body.resource) ? body.resource : {};
+  const text = (value: unknown) =>
+    value === undefined || value === null
+      ? undefined
+      : typeof value === 'string'
+        ? value
+        : typeof value === 'number'
+          ? String(value)
+          : JSON.stringify(value);
+  const all = (...values: unknown[]) => {
+    const stated = values.map(text).filter((v): v is string => v !== undefined);
+    return stated.length === 0 ? undefined : stated;
+  };
+  const tenantId = text(body.tenant_id);
+  const type = all(resource.type, body.type);
+  const id = all(resource.id, body.id);
+  return { ...(tenantId === undefined ? {} : { tenantId }), ...(type === undefined ? {} : { type }), ...(id === undefined ? {} : { id }) };
+}
+
 /** The snapshot's version and data; throws reconcile_bad_response when the body has neither. */
-export function parseSnapshotBody(text: string, url = 'response'): { version: number; data: Record<string, unknown> } {
+export function parseSnapshotBody(
+  text: string,
+  url = 'response',
+): { version: number; data: Record<string, unknown>; stated: StatedIdentity } {
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -153,7 +193,7 @@ export function parseSnapshotBody(text: string, url = 'response'): { version: nu
     throw new BridgeError('reconcile_bad_response', `${url}: no integer "version" (or "resource.version")`, { retryable: false });
   }
   if (!isObject(body.data)) throw new BridgeError('reconcile_bad_response', `${url}: no "data" object`, { retryable: false });
-  return { version, data: body.data };
+  return { version, data: body.data, stated: statedIdentity(body) };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { ApplyResult } from '#domain/apply/index.ts';
 import { parseSourcesFile, resolveReconcileSources, SourcesConfigError } from '#domain/sources/index.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
-import { parseSnapshotBody } from './provider-client.ts';
+import { parseSnapshotBody, statedIdentity } from './provider-client.ts';
+import { resourceRefProblem } from './reconciler.ts';
 import { ReconcileQueue } from './reconcile-queue.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { reconcileTriggerFor } from './triggers.ts';
@@ -179,11 +180,35 @@ describe('CircuitBreaker', () => {
 
 describe('parseSnapshotBody', () => {
   it('takes version and data, or resource.version', () => {
-    expect(parseSnapshotBody('{"version":7,"data":{"a":1}}')).toEqual({ version: 7, data: { a: 1 } });
+    expect(parseSnapshotBody('{"version":7,"data":{"a":1}}')).toEqual({ version: 7, data: { a: 1 }, stated: {} });
     expect(parseSnapshotBody('{"resource":{"version":8},"data":{}}').version).toBe(8);
   });
   it.each(['nope', '[]', '{"data":{}}', '{"version":1.5,"data":{}}', '{"version":1}'])('refuses %s as a permanent bad response', (body) => {
     expect(() => parseSnapshotBody(body)).toThrow(expect.objectContaining({ code: 'reconcile_bad_response', retryable: false }));
+  });
+});
+
+describe('statedIdentity', () => {
+  it("reads the envelope's names and the top-level id and type; absent and null state nothing", () => {
+    expect(statedIdentity(undefined)).toEqual({});
+    expect(statedIdentity({ version: 1, data: {}, id: null })).toEqual({});
+    expect(statedIdentity({ tenant_id: 't', resource: { type: 'theme', id: 'a' }, id: 'b', type: 'theme' })).toEqual({
+      tenantId: 't',
+      type: ['theme', 'theme'],
+      id: ['a', 'b'],
+    });
+  });
+  it('reads a number as its digits and keeps anything else as JSON (never equal to an id asked)', () => {
+    expect(statedIdentity({ id: 42 })).toEqual({ id: ['42'] });
+    expect(statedIdentity({ resource: { id: { x: 1 } } })).toEqual({ id: ['{"x":1}'] });
+  });
+});
+
+describe('resourceRefProblem', () => {
+  it("accepts the contract's ids and names each one it refuses", () => {
+    expect(resourceRefProblem({ tenantId: 'tenant_acme', type: 'theme', id: 'thm_1..x' })).toBeUndefined();
+    expect(resourceRefProblem({ tenantId: 'a b', type: 'Theme', id: 'x/y' })).toMatch(/^tenant id .*; resource type .*; resource id /);
+    expect(resourceRefProblem({ tenantId: 't', type: 'theme', id: 'x'.repeat(101) })).toMatch(/^resource id /);
   });
 });
 

@@ -1,12 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { eventAction, parseEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
+import {
+  eventAction,
+  KEY_SEGMENT_PATTERN,
+  parseEvent,
+  RESOURCE_TYPE_PATTERN,
+  resourceKey,
+  type EventEnvelope,
+} from '#domain/contract/index.ts';
 import { encodeEventHeaders, RECONCILE_SOURCE } from '#domain/contract/event-headers.ts';
 import { DEFAULT_MAX_VERSION_LEAD, type ReconcileSource } from '#domain/sources/index.ts';
 import { selectResourceState } from '#domain/store/state.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
-import { fetchSnapshot, type ProviderAnswer } from './provider-client.ts';
+import { fetchSnapshot, type ProviderAnswer, type StatedIdentity } from './provider-client.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 export const RECONCILE_TRIGGERS = ['gap', 'unseen', 'quarantine', 'operator'] as const;
@@ -19,8 +26,10 @@ export type ReconcileTrigger = (typeof RECONCILE_TRIGGERS)[number];
  * without a version: evidence for an operator, nothing sent (a delete at a version the bridge
  * made up would drop the provider's next real update); failed: transient failures on every
  * attempt, or a refused answer; circuit_open: the source's breaker refused the request; invalid:
- * the answer fails the event contract or the source's strict schema; implausible: the version
- * leads the highest one known by more than the source's `maxVersionLead`, nothing sent.
+ * the ids asked break the contract (no request goes out), the answer states another tenant, type
+ * or id than asked, or it fails the event contract or the source's strict schema; implausible: the
+ * version leads the highest one known (0 when nothing is known) by more than the source's
+ * `maxVersionLead`, nothing sent.
  */
 export type ReconcileOutcome = 'applied' | 'stale' | 'gone' | 'failed' | 'circuit_open' | 'invalid' | 'implausible';
 
@@ -118,6 +127,11 @@ export class Reconciler {
     const { source } = guard;
     const key = resourceKey({ tenant_id: request.tenantId, resource: { type: request.type, id: request.id, version: 0 } });
     const base = { trigger: request.trigger, source: source.id, resourceKey: key, published: false };
+    // The provider's API gets the source's credentials: ids the contract refuses (the CLI's and the
+    // console's are typed by a person) are refused before anything is asked.
+    const refused = resourceRefProblem(request);
+    if (refused !== undefined)
+      return { ...base, outcome: 'invalid', storedVersion: null, storedDeleted: false, attempts: 0, reason: refused };
 
     const pulled = await this.#pull(guard, request);
     const state = await selectResourceState(this.#pool, {
@@ -140,6 +154,8 @@ export class Reconciler {
       ...(answer.version === undefined ? {} : { version: answer.version }),
       ...(answer.kind === 'snapshot' ? { data: answer.data } : {}),
     };
+    const stranger = identityMismatch(answer.stated, request);
+    if (stranger !== undefined) return { ...known, outcome: 'invalid', fetched, reason: `answer_identity: ${stranger}: nothing sent` };
     if (answer.kind === 'gone' && answer.version === undefined) {
       // No version, no change: the API may lag behind its webhooks, the URL template may be wrong,
       // or a scope may hide the resource. The pushed event that triggered the pull stays applied.
@@ -149,9 +165,11 @@ export class Reconciler {
     if (storedVersion !== null && version <= storedVersion) {
       return { ...known, outcome: 'stale', fetched, reason: `stored version ${storedVersion}` };
     }
-    const highestKnown = Math.max(storedVersion ?? -1, request.seenVersion ?? -1);
+    // Nothing known (an operator's pull of a resource never seen) bounds from 0: a sentinel such as
+    // 2^53-1 would otherwise become the first state and make every real event stale.
+    const highestKnown = Math.max(storedVersion ?? 0, request.seenVersion ?? 0);
     const lead = source.reconcile.maxVersionLead ?? DEFAULT_MAX_VERSION_LEAD;
-    if (highestKnown >= 0 && version - highestKnown > lead) {
+    if (version - highestKnown > lead) {
       return {
         ...known,
         outcome: 'implausible',
@@ -268,6 +286,28 @@ export class Reconciler {
       },
     );
   }
+}
+
+/** Why the contract refuses these ids (the ingress's rules for a key), or undefined. */
+export function resourceRefProblem(ref: { tenantId: string; type: string; id: string }): string | undefined {
+  const problems: string[] = [];
+  if (!KEY_SEGMENT_PATTERN.test(ref.tenantId))
+    problems.push(`tenant id ${JSON.stringify(ref.tenantId)} must match ${KEY_SEGMENT_PATTERN.source}`);
+  if (!RESOURCE_TYPE_PATTERN.test(ref.type))
+    problems.push(`resource type ${JSON.stringify(ref.type)} must match ${RESOURCE_TYPE_PATTERN.source}`);
+  if (!KEY_SEGMENT_PATTERN.test(ref.id)) problems.push(`resource id ${JSON.stringify(ref.id)} must match ${KEY_SEGMENT_PATTERN.source}`);
+  return problems.length === 0 ? undefined : `${problems.join('; ')}: nothing asked`;
+}
+
+/** How the answer's stated tenant, type or id differ from what was asked, or undefined. */
+function identityMismatch(stated: StatedIdentity = {}, request: ReconcileRequest): string | undefined {
+  const wrong: string[] = [];
+  if (stated.tenantId !== undefined && stated.tenantId !== request.tenantId)
+    wrong.push(`tenant_id ${JSON.stringify(stated.tenantId)} (asked ${JSON.stringify(request.tenantId)})`);
+  for (const type of stated.type ?? [])
+    if (type !== request.type) wrong.push(`type ${JSON.stringify(type)} (asked ${JSON.stringify(request.type)})`);
+  for (const id of stated.id ?? []) if (id !== request.id) wrong.push(`id ${JSON.stringify(id)} (asked ${JSON.stringify(request.id)})`);
+  return wrong.length === 0 ? undefined : `the answer is about another resource: ${wrong.join(', ')}`;
 }
 
 function owns(source: ReconcileSource, request: { tenantId: string; type: string }): boolean {
