@@ -12,6 +12,7 @@ export interface IngressMetrics {
   requestDuration: Histogram<'status'>;
   brokerAvailable: Gauge;
   overloadRefusals: Counter<'reason'>;
+  eventRefusals: Counter<'source' | 'reason'>;
   inflightBodyBytes: Gauge;
 }
 
@@ -87,6 +88,12 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
         '429 over MAX_CLIENT_BODY_BYTES (client_body_bytes), 408 past HEADERS_TIMEOUT_MS (headers_timeout), REQUEST_TIMEOUT_MS (request_timeout), ' +
         'BODY_IDLE_TIMEOUT_MS (body_idle_timeout) or BODY_TIMEOUT_MS (body_timeout)',
       labelNames: ['reason'],
+      registers,
+    }),
+    eventRefusals: new Counter({
+      name: 'webhook_event_refusals_total',
+      help: 'Verified, well-formed events refused for what they say, by reason (occurred_at_in_future: dated too far ahead of this clock)',
+      labelNames: ['source', 'reason'],
       registers,
     }),
     inflightBodyBytes: new Gauge({

@@ -59,8 +59,9 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
   const b = uniqueName('theme_b');
   const old = Date.now() - 3_600_000;
   const recent = Date.now() - 60_000;
-  const aEvents = [1, 2, 3, 4, 5].map((v) => themeEvent(a, v));
-  const aStale = themeEvent(a, 3);
+  // Dated when the ingress received them: an occurred_at far ahead of received-at is dead-lettered.
+  const aEvents = [1, 2, 3, 4, 5].map((v) => themeEvent(a, v, { occurred_at: new Date(old).toISOString() }));
+  const aStale = themeEvent(a, 3, { occurred_at: new Date(old).toISOString() });
   const bEvents = [1, 2, 3].map((v) => themeEvent(b, v));
   const wipe = async (id: string) => {
     await db.pool.query(`DELETE FROM resource_state WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2`, [tenant, id]);

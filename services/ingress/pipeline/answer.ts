@@ -15,7 +15,7 @@ export interface Answer {
   bodySha256: string | undefined;
 }
 
-export type RejectionMetrics = Pick<IngressMetrics, 'signatureFailures' | 'overloadRefusals'>;
+export type RejectionMetrics = Pick<IngressMetrics, 'signatureFailures' | 'overloadRefusals' | 'eventRefusals'>;
 
 export function errorBody(error: string, message?: string): string {
   return JSON.stringify(message === undefined ? { error } : { error, message });
@@ -69,4 +69,5 @@ export function countRejection(metrics: RejectionMetrics, rejection: Rejection, 
   const row: RejectionAnswer = REJECTIONS[rejection.kind] as RejectionAnswer;
   if (row.signatureFailure) metrics.signatureFailures.inc({ source: sourceLabel, reason: row.reason });
   if (row.overload) metrics.overloadRefusals.inc({ reason: row.reason });
+  if (row.eventRefusal) metrics.eventRefusals.inc({ source: sourceLabel, reason: row.reason });
 }

@@ -1,5 +1,6 @@
 import { eventAction, parseEvent, resourceKey, type ParseEventOptions } from '#domain/contract/index.ts';
 import type { EventRecordHeaders } from '#domain/contract/event-headers.ts';
+import { DEFAULT_MAX_FUTURE_SKEW_SECONDS, occurredAtTooFarAhead } from '#domain/contract/occurred-at-bound.ts';
 import { orderingOf } from '#domain/sources/index.ts';
 import { OPTIONAL_HEADERS, type Delivery } from './preflight.ts';
 import type { Rejection } from './rejections.ts';
@@ -54,6 +55,10 @@ export function parseAndMatch(
     resource: resourceKey(envelope),
     typeLabel: typeAllowed ? envelope.event_type : undefined,
     ...(ordering === 'occurred_at' ? { orderedBy: 'occurred_at' as const } : {}),
+    // The bound it was accepted under, so the worker judges a replay of it alike; the default needs no header.
+    ...(source.maxFutureSkewSeconds !== undefined && source.maxFutureSkewSeconds !== DEFAULT_MAX_FUTURE_SKEW_SECONDS
+      ? { maxFutureSkewSeconds: source.maxFutureSkewSeconds }
+      : {}),
   };
   if (envelope.event_id !== delivery.id) return { kind: 'event_id_mismatch', header: delivery.names.id, event };
   if (delivery.eventType !== undefined && delivery.eventType !== envelope.event_type) {
@@ -64,6 +69,11 @@ export function parseAndMatch(
   }
   if (!typeAllowed) return { kind: 'resource_type_not_allowed', resourceType, allowed: source.resourceTypes, event };
   if (!source.tenants.includes(envelope.tenant_id)) return { kind: 'tenant_not_allowed', event };
+  // Every type, whatever its ordering: a time from the future freezes a time-ordered resource, and
+  // a type ordered by version today may be switched to occurred_at later.
+  const bound = source.maxFutureSkewSeconds ?? DEFAULT_MAX_FUTURE_SKEW_SECONDS;
+  const ahead = occurredAtTooFarAhead(envelope.occurred_at, receivedAt, bound);
+  if (ahead !== undefined) return { kind: 'occurred_at_in_future', ahead, event };
   // The version orders the event unless the source chose occurred_at for this type (seed 002).
   if (envelope.resource.version === undefined && ordering === 'version') {
     return {

@@ -35,7 +35,9 @@ const SECRET_OF: Record<string, string> = {
 };
 const NOW = 1_790_000_000;
 const clock = () => NOW;
-const RECEIVED_AT = new Date('2026-09-21T12:00:00.000Z');
+// The machine's clock, not a fixed one: sampleThemeEvent dates events by it, and an occurred_at
+// ahead of the receiving time by more than the source's bound is refused.
+const RECEIVED_AT = new Date();
 const BODY_LIMIT = 64 * 1024;
 const options: PreflightOptions = { sources: new SourceDirectory(SOURCES), bodyLimitBytes: BODY_LIMIT };
 
@@ -480,6 +482,28 @@ describe('parse and match', () => {
     expect(versioned.records[0]!.headers).not.toHaveProperty('ordered-by');
   });
 
+  it('an occurred_at ahead of the receiving time by more than the bound: 422 with both times and the bound, counted', async () => {
+    const ahead = (s: number) => new Date(RECEIVED_AT.getTime() + s * 1000).toISOString();
+    const event = sampleThemeEvent({ event_id: 'evt_1', occurred_at: ahead(301) });
+    const { answer, registry } = await run('demo', signed('demo', event));
+    expect(answer).toMatchObject({ status: 422, reason: 'occurred_at_in_future' });
+    expect(json(answer)).toEqual({
+      error: 'occurred_at_in_future',
+      message:
+        `occurred_at ${event.occurred_at} is 301 s ahead of the receiving clock (${RECEIVED_AT.toISOString()}); ` +
+        'at most 300 s ahead is accepted: correct the sending clock, then send the event again',
+    });
+    expect(answer.event?.typeLabel).toBe('theme.updated');
+    expect(await counter(registry, 'webhook_event_refusals_total')).toEqual({ 'demo|occurred_at_in_future': 1 });
+    // At the bound, and for a type ordered by occurred_at too.
+    expect((await run('demo', signed('demo', sampleThemeEvent({ event_id: 'evt_1', occurred_at: ahead(300) })))).answer.status).toBe(202);
+    const timeOrdered = await run(
+      'demo-time',
+      signed('demo-time', sampleThemeEvent({ event_id: 'evt_1', tenant_id: 'tenant_acme_time', occurred_at: '2062-01-01T00:00:00Z' })),
+    );
+    expect(timeOrdered.answer).toMatchObject({ status: 422, reason: 'occurred_at_in_future' });
+  });
+
   it('a resource type the source does not publish: 422, and its event type never becomes a label', async () => {
     const request = signed(
       'demo-std',
@@ -605,6 +629,7 @@ describe('the rejection table', () => {
     resource_type_not_allowed: [422, 'resource_type_not_allowed'],
     tenant_not_allowed: [403, 'forbidden'],
     strict_schema: [422, 'invalid_data'],
+    occurred_at_in_future: [422, 'occurred_at_in_future'],
     record_too_large: [413, 'payload_too_large'],
     broker_unavailable: [503, 'unavailable'],
     ack_timeout: [503, 'unavailable'],

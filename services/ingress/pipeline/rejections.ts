@@ -1,4 +1,5 @@
 import type { ParseErrorCode } from '#domain/contract/index.ts';
+import { describeFutureOccurredAt, type FutureOccurredAt } from '#domain/contract/occurred-at-bound.ts';
 import type { SignatureFailureReason } from '#domain/signing/index.ts';
 import type { PublishErrorCode } from '../publisher.ts';
 import type { MatchedEvent } from './parse.ts';
@@ -55,6 +56,7 @@ export type Rejection =
   | ({ kind: 'resource_type_not_allowed'; resourceType: string; allowed: readonly string[] } & AboutEvent)
   | ({ kind: 'tenant_not_allowed' } & AboutEvent)
   | ({ kind: 'strict_schema'; problem: string } & AboutEvent)
+  | ({ kind: 'occurred_at_in_future'; ahead: FutureOccurredAt } & AboutEvent)
   // publish (shutting_down again: the publisher closed after the request was let in)
   | PublishRejection
   // the adapters
@@ -82,6 +84,8 @@ export interface RejectionAnswer<R extends Rejection = Rejection> {
   signatureFailure?: true;
   /** Counted in webhook_overload_refusals_total. */
   overload?: true;
+  /** Counted in webhook_event_refusals_total: a verified, well-formed event refused for what it says. */
+  eventRefusal?: true;
 }
 
 const UNAUTHORIZED = { status: 401, code: 'unauthorized', signatureFailure: true } as const;
@@ -188,6 +192,14 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
   },
   tenant_not_allowed: { status: 403, reason: 'tenant_not_allowed', code: 'forbidden', message: 'source may not publish for this tenant' },
   strict_schema: { status: 422, reason: 'strict_schema', code: 'invalid_data', message: (r) => r.problem },
+  // Nothing was stored: the same event id, dated by a correct clock, is accepted.
+  occurred_at_in_future: {
+    status: 422,
+    reason: 'occurred_at_in_future',
+    code: 'occurred_at_in_future',
+    message: (r) => `${describeFutureOccurredAt(r.ahead, 'the receiving clock')}: correct the sending clock, then send the event again`,
+    eventRefusal: true,
+  },
 
   // A record the broker refuses for its size would be refused again: 413, no Retry-After.
   record_too_large: { status: 413, reason: 'record_too_large', code: 'payload_too_large' },

@@ -7,6 +7,7 @@ import { chunkRows } from './chunk-rows.ts';
 import { decideOutcomes, tenantScopedKey, type Decision, type KnownInboxRow, type KnownState } from './decide.ts';
 import { beginApplyAndLock, readChunkContext, writeChunkEffects } from '#domain/store/chunk.ts';
 import { deliveryAttemptOf } from './source-record.ts';
+import { futureOccurredAtFailure } from './future-occurred-at.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
 import { eventOrdering, traceContextHeaders } from '#domain/contract/event-headers.ts';
 import type { ApplyResult, ParsedEvent, SourceRecord } from './types.ts';
@@ -181,6 +182,14 @@ function parseRecord(record: SourceRecord): Parsed {
     };
   }
   const envelope = result.envelope;
+  // Dated too far ahead of its arrival: dead-lettered (as `invalid` records are), never applied.
+  const future = futureOccurredAtFailure(record, envelope);
+  if (future !== undefined) {
+    return {
+      ok: false,
+      result: { record, outcome: 'invalid', bodySha256: result.bodySha256, eventId: envelope.event_id, reason: future.code, error: future },
+    };
+  }
   const orderedBy = eventOrdering(record.headers, envelope);
   return {
     ok: true,

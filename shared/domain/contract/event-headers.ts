@@ -21,6 +21,12 @@ export const EVENT_HEADERS = {
    * ingress accepted it, whatever the sources file says later.
    */
   orderedBy: 'ordered-by',
+  /**
+   * Seconds: the bound on occurred_at's lead over received-at the ingress accepted the record under,
+   * written only when the source's bound is not the default. The worker judges the record by it, so a
+   * replay is refused or applied as the ingress decided, whatever the worker knows of the source.
+   */
+  maxFutureSkew: 'max-future-skew',
   /** Why a reconciliation pulled this snapshot (gap, unseen, quarantine, operator); only on records from `reconcile`. */
   reconcileTrigger: 'reconcile-trigger',
   /** W3C trace context (the names the W3C propagator and @opentelemetry/instrumentation-kafkajs use);
@@ -47,6 +53,8 @@ export interface EventRecordHeaders {
   reconcileTrigger?: string | undefined;
   /** Set only for time ordering; version ordering is the default and writes no header. */
   orderedBy?: 'occurred_at' | undefined;
+  /** Set only when the source's bound is not the default (DEFAULT_MAX_FUTURE_SKEW_SECONDS). */
+  maxFutureSkewSeconds?: number | undefined;
   traceparent?: string | undefined;
   tracestate?: string | undefined;
 }
@@ -65,6 +73,7 @@ export function encodeEventHeaders(h: EventRecordHeaders): Record<string, string
   if (h.reconcileTrigger !== undefined) headers[EVENT_HEADERS.reconcileTrigger] = h.reconcileTrigger;
   if (h.deliveryAttempt !== undefined) headers[EVENT_HEADERS.deliveryAttempt] = String(h.deliveryAttempt);
   if (h.orderedBy !== undefined) headers[EVENT_HEADERS.orderedBy] = h.orderedBy;
+  if (h.maxFutureSkewSeconds !== undefined) headers[EVENT_HEADERS.maxFutureSkew] = String(h.maxFutureSkewSeconds);
   if (h.traceparent !== undefined) headers[EVENT_HEADERS.traceparent] = h.traceparent;
   if (h.tracestate !== undefined) headers[EVENT_HEADERS.tracestate] = h.tracestate;
   return headers;
@@ -94,6 +103,8 @@ export function decodeEventHeaders(headers: RecordHeaders | undefined): Partial<
   const attempt = deliveryAttemptHeader(headers);
   if (attempt !== undefined) out.deliveryAttempt = attempt;
   if (text(EVENT_HEADERS.orderedBy) === 'occurred_at') out.orderedBy = 'occurred_at';
+  const maxFutureSkew = maxFutureSkewHeader(headers);
+  if (maxFutureSkew !== undefined) out.maxFutureSkewSeconds = maxFutureSkew;
   const trigger = text(EVENT_HEADERS.reconcileTrigger);
   if (trigger !== undefined) out.reconcileTrigger = trigger;
   const { traceparent, tracestate } = traceContextHeaders(headers);
@@ -125,6 +136,12 @@ export function deliveryAttemptHeader(headers: RecordHeaders | undefined): numbe
 export function eventOrdering(headers: RecordHeaders | undefined, envelope: ReceivedEnvelope): 'version' | 'occurred_at' {
   if (envelope.resource.version === undefined) return 'occurred_at';
   return headerText(headers, EVENT_HEADERS.orderedBy) === 'occurred_at' ? 'occurred_at' : 'version';
+}
+
+/** `max-future-skew`: a positive whole number of seconds, else undefined. */
+export function maxFutureSkewHeader(headers: RecordHeaders | undefined): number | undefined {
+  const text = headerText(headers, EVENT_HEADERS.maxFutureSkew);
+  return text !== undefined && /^[1-9]\d{0,8}$/.test(text) ? Number(text) : undefined;
 }
 
 /** `source`: the webhook source the ingress verified, or `reconcile`. */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { RESOURCE_TYPE_PATTERN } from '#domain/contract/index.ts';
+import { DEFAULT_MAX_FUTURE_SKEW_SECONDS, MAX_FUTURE_SKEW_LIMIT_SECONDS } from '#domain/contract/occurred-at-bound.ts';
 import { decodeStandardSecret, SIGNATURE_SCHEMES, signingKey } from '#domain/signing/index.ts';
 import type { SignatureScheme, SigningSecret } from '#domain/signing/index.ts';
 import { loadStrictSchema, type StrictSchema } from './strict-schemas.ts';
@@ -116,6 +117,9 @@ export const sourceConfigSchema = z.strictObject({
   reconcile: reconcileConfigSchema.optional(),
   // One ordering for all the source's types, or per type (types left out order by version).
   ordering: z.union([orderingSchema, z.record(z.string(), orderingSchema)]).default('version'),
+  // How far ahead of the ingress's clock an occurred_at may be (every type, whatever its ordering):
+  // beyond it the event is refused (422), so one fast provider clock cannot freeze a resource.
+  maxFutureSkewSeconds: z.int().min(1).max(MAX_FUTURE_SKEW_LIMIT_SECONDS).default(DEFAULT_MAX_FUTURE_SKEW_SECONDS),
 });
 
 export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigSchema).min(1) }).superRefine((file, ctx) => {
@@ -209,6 +213,8 @@ export interface WebhookSource {
   strictSchemas?: Readonly<Record<string, StrictSchema>>;
   /** The resource types ordered by `occurred_at` (opt-in); absent or not listed: ordered by version. */
   occurredAtTypes?: readonly string[];
+  /** How far ahead of the receiving clock an occurred_at may be; absent: DEFAULT_MAX_FUTURE_SKEW_SECONDS. */
+  maxFutureSkewSeconds?: number;
 }
 
 /** How a source's events of a resource type are ordered. */
@@ -291,6 +297,7 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
       resourceTypes: [...source.resourceTypes],
       ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
       ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}),
+      maxFutureSkewSeconds: source.maxFutureSkewSeconds,
     };
   });
   problems.push(...sharedSecretProblems(sources));

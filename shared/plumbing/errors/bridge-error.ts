@@ -13,6 +13,8 @@ export const ERROR_CODES = [
   'unknown_event_version',
   'invalid_envelope',
   'invalid_data',
+  // An occurred_at further ahead of its arrival than the source's bound.
+  'occurred_at_in_future',
   // The apply path and the retry chain.
   'quarantined',
   'apply_conflict',
