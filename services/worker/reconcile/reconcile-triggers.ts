@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { Pool } from 'pg';
 import type { ApplyResult } from '#domain/apply/index.ts';
@@ -14,7 +15,16 @@ import {
   type ReconcileReport,
   type ReconcileTrigger,
 } from '#domain/reconcile/index.ts';
-import { claimDuePulls, countPullsByStatus, deletePull, updatePullAttempt, upsertPendingPull } from '#domain/store/index.ts';
+import {
+  claimDuePulls,
+  countPullsByStatus,
+  renewPullClaims,
+  settlePull,
+  takePull,
+  updatePullAttempt,
+  upsertPendingPull,
+  type PullWrite,
+} from '#domain/store/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { WorkerReconcileConfig } from '../config.ts';
 import type { WorkerMetrics } from '../metrics.ts';
@@ -28,7 +38,11 @@ export interface WorkerReconcile {
   close: () => Promise<void>;
 }
 
-/** A pull owed but unanswered (its process died, or it waits in a long queue) comes due again after this. */
+/**
+ * A claim on a pull owed lasts this long unrenewed: its worker renews it every third of it while the
+ * job waits or runs (however many attempts, timeouts and backoffs one pull takes), so another worker
+ * takes the row only once that worker has stopped (died, or frozen past it).
+ */
 export const PENDING_PULL_LEASE_MS = 60_000;
 /** How often the worker looks for due pulls (retries, and pulls lost with a process). */
 export const DEFAULT_RETRY_POLL_MS = 1000;
@@ -42,7 +56,13 @@ interface OwedPull {
   trigger: ReconcileTrigger;
   sourceId: string;
   seenVersion: number | undefined;
-  /** Attempts recorded before this one. */
+  /** The token of the job that holds the row (reconcile_pulls.claim). */
+  claim: string;
+}
+
+/** A taken pull: the row's generation when the pull began, and the attempts recorded before it. */
+interface Taken {
+  generation: string;
   attemptsBefore: number;
 }
 
@@ -63,8 +83,11 @@ export function startWorkerReconcile(options: {
   logger: Logger;
   metrics: WorkerMetrics;
   schedule: RetrySchedule;
+  /** How long a claim on an owed pull lasts unrenewed (default PENDING_PULL_LEASE_MS; tests shorten it). */
+  leaseMs?: number;
 }): WorkerReconcile {
   const { config, metrics, pool, schedule } = options;
+  const leaseMs = options.leaseMs ?? PENDING_PULL_LEASE_MS;
   const logger = options.logger.child({ component: 'reconcile' });
   const publisher = createEventsPublisher(options.kafka, { topic: options.eventsTopic, logger });
   const reconciler = new Reconciler({ pool, sources: config.sources, publish: publisher.publish });
@@ -75,14 +98,23 @@ export function startWorkerReconcile(options: {
     onError: (error, key) => logger.error({ err: error, resource_key: key }, 'reconciliation failed unexpectedly'),
   });
   const ref = (pull: OwedPull) => ({ tenant_id: pull.tenantId, resource_type: pull.type, resource_id: pull.id });
+  // The rows this worker's jobs hold, queued or running, by claim: renewed until the job ends.
+  const held = new Map<string, OwedPull>();
 
-  const record = async (pull: OwedPull, attempt: PullAttempt, report: ReconcileReport | undefined, error?: unknown) => {
-    const change = pullRecordChange(attempt, pull.attemptsBefore, schedule);
-    if (change.kind === 'resolved') return deletePull(pool, ref(pull));
+  const record = async (
+    pull: OwedPull,
+    taken: Taken,
+    attempt: PullAttempt,
+    report: ReconcileReport | undefined,
+    error?: unknown,
+  ): Promise<PullWrite> => {
+    const change = pullRecordChange(attempt, taken.attemptsBefore, schedule);
+    const fence = { ...ref(pull), claim: pull.claim, generation: taken.generation };
+    if (change.kind === 'resolved') return settlePull(pool, fence);
     const reason = report?.reason ?? (error instanceof Error ? error.message : error === undefined ? null : String(error));
     if (change.exhausted) metrics.reconciliations.inc({ trigger: pull.trigger, outcome: 'exhausted' });
-    await updatePullAttempt(pool, {
-      ...ref(pull),
+    return updatePullAttempt(pool, {
+      ...fence,
       status: change.status,
       attempts: change.attempts,
       dueInMs: change.dueInMs,
@@ -93,9 +125,22 @@ export function startWorkerReconcile(options: {
   };
 
   const attempt = async (pull: OwedPull, recorded: Promise<unknown>) => {
-    const fields = { resource_key: pull.key, trigger: pull.trigger, source: pull.sourceId, attempt: pull.attemptsBefore + 1 };
-    // The pending row first: the answer's update must not be overtaken by it.
-    await recorded;
+    try {
+      // The pending row first: the answer's update must not be overtaken by it.
+      await recorded;
+      const row = await takePull(pool, { ...ref(pull), claim: pull.claim, leaseMs });
+      if (row === undefined) {
+        logger.debug({ resource_key: pull.key, trigger: pull.trigger }, 'pull no longer held by this worker; not pulled');
+        return;
+      }
+      await pullTaken(pull, { generation: row.generation, attemptsBefore: row.attempts });
+    } finally {
+      held.delete(pull.claim);
+    }
+  };
+
+  const pullTaken = async (pull: OwedPull, taken: Taken) => {
+    const fields = { resource_key: pull.key, trigger: pull.trigger, source: pull.sourceId, attempt: taken.attemptsBefore + 1 };
     let report: ReconcileReport;
     try {
       report = await reconciler.reconcile({
@@ -108,17 +153,20 @@ export function startWorkerReconcile(options: {
       });
     } catch (error) {
       metrics.reconciliations.inc({ trigger: pull.trigger, outcome: 'error' });
-      await record(pull, { outcome: 'error', retryable: true }, undefined, error);
+      await record(pull, taken, { outcome: 'error', retryable: true }, undefined, error);
       throw error;
     }
     metrics.reconciliations.inc({ trigger: pull.trigger, outcome: report.outcome });
-    await record(
+    const written = await record(
       pull,
+      taken,
       { outcome: report.outcome, retryable: report.error?.retryable ?? false, storedDeleted: report.storedDeleted },
       report,
     );
     const line = {
       ...fields,
+      // newer: a trigger came during the pull; the row stays, due now, for a pull after it.
+      ...(written === 'written' ? {} : { record: written }),
       outcome: report.outcome,
       attempts: report.attempts,
       stored_version: report.storedVersion,
@@ -150,21 +198,25 @@ export function startWorkerReconcile(options: {
         trigger,
         sourceId: source.id,
         seenVersion: result.version,
-        attemptsBefore: 0,
+        claim: randomUUID(),
       };
       let settled!: () => void;
       const recorded = new Promise<void>((resolve) => (settled = resolve));
       const queued = queue.enqueue({ key: pull.key, run: () => attempt(pull, recorded) });
       const dropped = queued === 'dropped' || queued === 'closed';
+      if (queued === 'queued') held.set(pull.claim, pull);
       // Recorded whatever the queue said: a dropped pull comes due on the retry schedule, a queued
-      // one only if its process dies before answering.
+      // one only if its process dies before answering. A coalesced one stays with the job holding
+      // the row; its generation tells that job's pull, if it already began, that it is not the answer.
       void upsertPendingPull(pool, {
         ...ref(pull),
         source: source.id,
         trigger,
         seen_version: result.version ?? null,
-        dueInMs: dropped ? (schedule.delaysMs[0] ?? 0) : PENDING_PULL_LEASE_MS,
+        dueInMs: dropped ? (schedule.delaysMs[0] ?? 0) : leaseMs,
         ...(dropped ? { reason: `reconcile queue ${queued === 'closed' ? 'closed' : 'full'}` } : {}),
+        claim: queued === 'queued' ? pull.claim : null,
+        keepClaim: queued === 'coalesced',
       })
         .catch((error: unknown) => logger.error({ err: error, resource_key: pull.key }, 'could not record a pull owed'))
         .finally(settled);
@@ -180,7 +232,7 @@ export function startWorkerReconcile(options: {
   const poll = async () => {
     const room = Math.min(CLAIM_BATCH, config.queueLimit - queue.size.waiting);
     if (room > 0) {
-      const due = await claimDuePulls(pool, { sources: [...bySource.keys()], limit: room, leaseMs: PENDING_PULL_LEASE_MS });
+      const due = await claimDuePulls(pool, { sources: [...bySource.keys()], limit: room, leaseMs });
       for (const row of due) {
         const trigger = (RECONCILE_TRIGGERS as readonly string[]).includes(row.trigger) ? (row.trigger as ReconcileTrigger) : 'gap';
         const pull: OwedPull = {
@@ -191,10 +243,10 @@ export function startWorkerReconcile(options: {
           trigger,
           sourceId: row.source,
           seenVersion: row.seen_version === null ? undefined : Number(row.seen_version),
-          attemptsBefore: row.attempts,
+          claim: row.claim!,
         };
-        // Coalesced or dropped: the claim's lease brings it back.
-        queue.enqueue({ key: pull.key, run: () => attempt(pull, Promise.resolve()) });
+        // Coalesced or dropped: the claim, not renewed, lapses and brings it back.
+        if (queue.enqueue({ key: pull.key, run: () => attempt(pull, Promise.resolve()) }) === 'queued') held.set(pull.claim, pull);
       }
     }
     const counts = await countPullsByStatus(pool);
@@ -208,13 +260,26 @@ export function startWorkerReconcile(options: {
   }, config.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
   timer.unref();
 
+  let renewing: Promise<void> | undefined;
+  const renewal = setInterval(
+    () => {
+      renewing ??= renewPullClaims(pool, { claims: [...held.values()].map((p) => ({ ...ref(p), claim: p.claim })), leaseMs })
+        .catch((error: unknown) => logger.warn({ err: error }, 'could not renew the claims on pulls owed'))
+        .finally(() => (renewing = undefined));
+    },
+    Math.max(10, Math.floor(leaseMs / 3)),
+  );
+  renewal.unref();
+
   return {
     reconciler,
     onResults,
     idle: () => queue.idle(),
     close: async () => {
       clearInterval(timer);
+      clearInterval(renewal);
       await polling;
+      await renewing;
       await queue.close();
       await publisher.close();
     },

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { ReconcileSource } from '#domain/sources/index.ts';
-import { deletePull } from '#domain/store/reconcile-pulls.ts';
+import { deletePull, selectPullGeneration } from '#domain/store/reconcile-pulls.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import type { EventsPublisher } from './publisher.ts';
 import { Reconciler, type ReconcilerOptions, type ReconcileOutcome, type ReconcileReport, type ReconcileTrigger } from './reconciler.ts';
@@ -56,6 +56,9 @@ export function createOnDemandReconciler(options: OnDemandOptions): OnDemandReco
   return {
     sources: options.sources,
     reconcile: async (request) => {
+      const resource = { tenant_id: request.tenantId, resource_type: request.type, resource_id: request.id };
+      // A trigger the worker records during this pull is a question this answer may predate: its row stays.
+      const generation = request.dryRun ? undefined : await selectPullGeneration(options.pool, resource);
       const report = await reconciler.reconcile({
         tenantId: request.tenantId,
         type: request.type,
@@ -65,7 +68,7 @@ export function createOnDemandReconciler(options: OnDemandOptions): OnDemandReco
         ...(request.sourceId === undefined ? {} : { sourceId: request.sourceId }),
       });
       if (!request.dryRun && SETTLES_OWED_PULL.has(report.outcome)) {
-        await deletePull(options.pool, { tenant_id: request.tenantId, resource_type: request.type, resource_id: request.id });
+        await deletePull(options.pool, resource, generation);
       }
       return report;
     },
