@@ -6,7 +6,7 @@ import { connectedAdmin } from '../context.ts';
 import { renderTable } from '../output.ts';
 import { clampRanges, readRange, type PartitionRange } from '#plumbing/kafka/topic-reader.ts';
 
-const OUTCOMES: ApplyOutcome[] = ['applied', 'stale', 'duplicate', 'duplicate_version', 'quarantined', 'invalid'];
+const OUTCOMES: ApplyOutcome[] = ['applied', 'stale', 'duplicate', 'duplicate_version', 'quarantined', 'ordering_mismatch', 'invalid'];
 const CHUNK = 200;
 const APPLY_ATTEMPTS = 3;
 

@@ -73,6 +73,7 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         trace_id: result.traceId,
       };
       if (result.outcome === 'quarantined') eventLogger.warn(fields, 'anomaly: event_id seen before with different content');
+      else if (result.outcome === 'ordering_mismatch') eventLogger.warn(fields, "event of the other ordering than its resource's");
       else if (result.outcome === 'invalid') eventLogger.warn(fields, 'invalid event');
       else eventLogger.info(fields, 'event processed');
     };
@@ -87,7 +88,9 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
     // Returns false when the rest of the fetched batch must be left for a later fetch.
     const settle = async (result: ApplyResult): Promise<boolean> => {
       if (result.outcome === 'invalid') return fail(result.record, result.error, 'invalid');
-      if (result.outcome === 'quarantined') await options.onQuarantined?.(result);
+      // Both go to the DLQ through the same hook: an anomaly, and an event whose ordering is not
+      // its resource's (it waits there for an operator's switch, then a replay).
+      if (result.outcome === 'quarantined' || result.outcome === 'ordering_mismatch') await options.onQuarantined?.(result);
       resolveOffset(result.record.offset);
       return true;
     };

@@ -40,7 +40,7 @@ export interface FailureHandling {
   outage: OutageController;
   /** The worker's onFailure hook: route a failed record, or pause on an outage. */
   onFailure: (record: SourceRecord, error: unknown, context: FailureContext) => Promise<FailureDecision>;
-  /** The worker's onQuarantined hook: the anomaly goes to the DLQ. */
+  /** The worker's onQuarantined hook: an anomaly, or an event of the other ordering than its resource's, goes to the DLQ. */
   onQuarantined: (result: ApplyResult) => Promise<void>;
   /** Starts one consumer per retry topic, applying through `apply` (the same apply path). */
   startRetryConsumers: (apply: (record: SourceRecord) => Promise<ApplyResult>, onApplied?: (result: ApplyResult) => void) => Promise<void>;
@@ -94,7 +94,7 @@ export async function startFailureHandling(options: FailureHandlingOptions): Pro
     if (outcome?.outcome === 'outage') {
       outage.trip(outcome.failure);
       // Throwing leaves the record unresolved, so it is fetched again once the database is back.
-      throw new Error(`quarantined event ${result.eventId} not dead-lettered: ${outcome.failure.message}`);
+      throw new Error(`${result.outcome} event ${result.eventId} not dead-lettered: ${outcome.failure.message}`);
     }
   };
 

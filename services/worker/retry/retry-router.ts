@@ -6,7 +6,7 @@ import type { Logger } from '#plumbing/logging/logger.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { parseEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { eventOrdering, traceIdHeader } from '#domain/contract/event-headers.ts';
-import { deliveryAttemptOf, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
+import { deliveryAttemptOf, ORDERING_MISMATCH, QUARANTINE_REASON, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import {
   classifyFailure,
   decodeRetryInfo,
@@ -76,7 +76,7 @@ export class RetryRouter {
     return this.route(record, classifyFailure(error));
   }
 
-  /** Routes an apply result that is itself a permanent failure (invalid, quarantined); undefined otherwise. */
+  /** Routes an apply result that is itself a permanent failure (invalid, quarantined, ordering_mismatch); undefined otherwise. */
   async handleResult(result: ApplyResult): Promise<FailureOutcome | undefined> {
     if (result.outcome === 'invalid') {
       return this.route(
@@ -86,6 +86,9 @@ export class RetryRouter {
     }
     if (result.outcome === 'quarantined') {
       return this.route(result.record, permanentFailure('quarantined', result.reason ?? QUARANTINE_REASON));
+    }
+    if (result.outcome === ORDERING_MISMATCH) {
+      return this.route(result.record, permanentFailure(ORDERING_MISMATCH, result.reason ?? 'event and resource ordered differently'));
     }
     return undefined;
   }
@@ -185,7 +188,12 @@ export class RetryRouter {
       const version = eventOrdering(record.headers, envelope) === 'version' ? envelope.resource.version : undefined;
       const isStale = storedVersion !== undefined && version !== undefined && storedVersion >= version;
       const rowStatus = isStale ? 'stale' : status;
-      const rowReason = isStale ? `stored version ${storedVersion} (after ${failure.code})` : reason;
+      // The operator reading the inbox row (trace, console) sees both orderings, not only the code.
+      const rowReason = isStale
+        ? `stored version ${storedVersion} (after ${failure.code})`
+        : failure.code === ORDERING_MISMATCH
+          ? `${reason}: ${failure.message}`
+          : reason;
       const lastError = truncateUtf8(`${failure.code}: ${failure.message}`);
       const updated = await recordPendingFailure(client, {
         tenant_id: envelope.tenant_id,

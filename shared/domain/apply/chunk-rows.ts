@@ -70,6 +70,7 @@ export function chunkRows(decisions: readonly Decision[], options: ChunkRowsOpti
       source_partition: d.event.record.partition,
       data: dataJson.get(d)!,
       last_occurred_at: d.event.occurredAtMicros === undefined ? null : formatMicros(d.event.occurredAtMicros),
+      ordered_by: d.event.orderedBy,
     })),
     outbox: outboxRows.map((d) => ({
       event_id: env(d).event_id,

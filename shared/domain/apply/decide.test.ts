@@ -97,7 +97,7 @@ describe('decideOutcomes', () => {
   });
 
   it('a stale event does not claim its idempotency key: the corrected republish applies', () => {
-    const states = new Map([[resourceKey(ev(1)), { version: 5, deleted: false }]]);
+    const states = new Map<string, KnownState>([[resourceKey(ev(1)), { version: 5, deleted: false, orderedBy: 'version' }]]);
     const stale = ev(1, { idempotency_key: 'k' });
     const corrected = ev(6, { idempotency_key: 'k' });
     expect(run([parsed(stale), parsed(corrected)], new Map(), states)).toEqual(['stale', 'applied']);
@@ -152,7 +152,12 @@ describe('decideOutcomes, ordered by occurred_at', () => {
   ] as const)('%s', (_case, storedAt, incoming, outcome, reason) => {
     const states = new Map<string, KnownState>();
     if (storedAt !== undefined)
-      states.set(resourceKey(timed(storedAt).envelope), { version: null, deleted: false, occurredAtMicros: occurredAtMicros(storedAt) });
+      states.set(resourceKey(timed(storedAt).envelope), {
+        version: null,
+        deleted: false,
+        occurredAtMicros: occurredAtMicros(storedAt),
+        orderedBy: 'occurred_at',
+      });
     expect(decide([timed(incoming)], states)).toEqual([[outcome, reason]]);
   });
 
@@ -178,6 +183,7 @@ describe('decideOutcomes, ordered by occurred_at', () => {
       version: 1,
       deleted: false,
       occurredAtMicros: occurredAtMicros(T(31)),
+      orderedBy: 'occurred_at',
     });
   });
 
@@ -186,23 +192,103 @@ describe('decideOutcomes, ordered by occurred_at', () => {
     expect(decide([e, timed(T(30), { event_id: 'evt_same' })]).map(([o]) => o)).toEqual(['applied', 'duplicate']);
   });
 
-  it('switching a type between orderings: a row without the incoming key takes the event', () => {
-    const key = resourceKey(timed(T(0)).envelope);
-    // Ordered by version until now (no stored occurred_at): the first event by time applies.
-    const byVersion = new Map<string, KnownState>([[key, { version: 7, deleted: false, occurredAtMicros: null }]]);
-    expect(decide([timed(T(1))], byVersion).map(([o]) => o)).toEqual(['applied']);
-    // Ordered by time without a version: the first event by version applies; then versions compare.
-    const byTime = new Map<string, KnownState>([[key, { version: null, deleted: false, occurredAtMicros: occurredAtMicros(T(30)) }]]);
-    expect(decide([parsed(ev(3)), parsed(ev(2)), parsed(ev(3))], byTime).map(([o]) => o)).toEqual([
-      'applied',
-      'stale',
-      'duplicate_version',
-    ]);
-  });
-
   it('reports no version gap, whatever the versions carried', () => {
     const states = new Map<string, KnownState>();
     const decisions = decideOutcomes([timed(T(1), {}, 1), timed(T(2), {}, 90)], new Map(), new Map(), states);
     expect(decisions.map((d) => d.versionGap)).toEqual([false, false]);
+  });
+});
+
+describe('decideOutcomes: one ordering per resource', () => {
+  const T = (s: number) => `2026-06-16T10:15:${String(s).padStart(2, '0')}Z`;
+  const key = resourceKey(ev(1));
+  const byVersion = (version: number | null, occurredAt?: string): KnownState => ({
+    version,
+    deleted: false,
+    occurredAtMicros: occurredAt === undefined ? null : occurredAtMicros(occurredAt),
+    orderedBy: 'version',
+  });
+  const byTime = (occurredAt: string | null, version: number | null = null): KnownState => ({
+    version,
+    deleted: false,
+    occurredAtMicros: occurredAt === null ? null : occurredAtMicros(occurredAt),
+    orderedBy: 'occurred_at',
+  });
+  const decide = (events: ParsedEvent[], stored: KnownState) => {
+    const states = new Map([[key, stored]]);
+    const decisions = decideOutcomes(events, new Map(), new Map(), states);
+    return { decisions: decisions.map((d) => [d.outcome, d.reason, d.writeInbox]), state: states.get(key) };
+  };
+  const mismatch = (event: string, resource: string) => [
+    'ordering_mismatch',
+    `event ordered by ${event}, resource ordered by ${resource}`,
+    false,
+  ];
+
+  it.each([
+    // [case, stored row, incoming, decision]
+    ['a version event on a time-ordered row without a version', byTime(T(30)), parsed(ev(3)), mismatch('version', 'occurred_at')],
+    ['a version event above the version a time-ordered row carries', byTime(T(30), 2), parsed(ev(9)), mismatch('version', 'occurred_at')],
+    ['a time event on a version-ordered row', byVersion(7), timed(T(59)), mismatch('occurred_at', 'version')],
+    [
+      'a time event later than the time a version-ordered row keeps',
+      byVersion(7, T(1)),
+      timed(T(59), {}, 8),
+      mismatch('occurred_at', 'version'),
+    ],
+    ['a version event on a version row: compared by version', byVersion(7), parsed(ev(8)), ['applied', undefined, true]],
+    [
+      'a time event on a time row: compared by time',
+      byTime(T(30)),
+      timed(T(29)),
+      ['stale', 'stored occurred_at 2026-06-16T10:15:30.000000Z', true],
+    ],
+    [
+      'a row switched to version without a version: its first versioned event applies',
+      byVersion(null, T(30)),
+      parsed(ev(1)),
+      ['applied', undefined, true],
+    ],
+    [
+      'a row switched to occurred_at without a known time: its first timed event applies',
+      byTime(null, 4),
+      timed(T(1)),
+      ['applied', undefined, true],
+    ],
+  ] as const)('%s', (_case, stored, incoming, decision) => {
+    expect(decide([incoming], stored).decisions).toEqual([decision]);
+  });
+
+  it('a mismatched event leaves the stored state as it was, and later events of the right ordering decide against it', () => {
+    const { decisions, state } = decide([parsed(ev(50)), timed(T(29)), timed(T(31)), parsed(ev(60))], byTime(T(30)));
+    expect(decisions.map(([o]) => o)).toEqual(['ordering_mismatch', 'stale', 'applied', 'ordering_mismatch']);
+    expect(state).toEqual(byTime(T(31)));
+  });
+
+  it('a repeat of an applied event is a duplicate, whatever its ordering: the event id decides first', () => {
+    const e = ev(3);
+    const inbox = new Map<string, KnownInboxRow>([
+      [tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: parsed(e).bodySha256, status: 'applied', envelope: e }],
+    ]);
+    const decisions = decideOutcomes([parsed(e)], inbox, new Map(), new Map([[key, byTime(T(30))]]));
+    expect(decisions.map((d) => d.outcome)).toEqual(['duplicate']);
+  });
+
+  it('a dead-lettered mismatch (its inbox row pending) is decided again on replay: mismatched still, or applied once the row matches', () => {
+    const e = ev(3);
+    const pending = () =>
+      new Map<string, KnownInboxRow>([
+        [tenantScopedKey(e.tenant_id, e.event_id), { bodySha256: parsed(e).bodySha256, status: 'dead_lettered', envelope: e }],
+      ]);
+    const replay = (stored: KnownState) => decideOutcomes([parsed(e)], pending(), new Map(), new Map([[key, stored]]));
+    expect(replay(byTime(T(30))).map((d) => [d.outcome, d.writeInbox])).toEqual([['ordering_mismatch', false]]);
+    expect(replay(byVersion(2, T(30))).map((d) => [d.outcome, d.writeInbox])).toEqual([['applied', true]]);
+  });
+
+  it('an unknown resource takes the first event of either ordering, and lives by it', () => {
+    const states = new Map<string, KnownState>();
+    const decisions = decideOutcomes([timed(T(30)), parsed(ev(5))], new Map(), new Map(), states);
+    expect(decisions.map((d) => d.outcome)).toEqual(['applied', 'ordering_mismatch']);
+    expect(states.get(key)?.orderedBy).toBe('occurred_at');
   });
 });

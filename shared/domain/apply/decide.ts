@@ -33,11 +33,13 @@ export function sameEventContent(known: KnownInboxRow, event: ParsedEvent): bool
 }
 
 export interface KnownState {
-  /** null: the row was applied by occurred_at from an event without a version. */
+  /** null: the row was applied by occurred_at from an event without a version (or switched to version from there). */
   version: number | null;
   deleted: boolean;
-  /** The occurred_at (microseconds) that ordered the row; null or absent: it was ordered by version. */
+  /** The occurred_at (microseconds) that ordered the row; null or absent: none known. */
   occurredAtMicros?: bigint | null;
+  /** What orders the row, recorded with it: an event of the other ordering never applies to it. */
+  orderedBy: 'version' | 'occurred_at';
 }
 
 export interface Decision {
@@ -55,6 +57,14 @@ export interface Decision {
 }
 
 export const QUARANTINE_REASON = 'event_id seen before with different content';
+
+/** The failure code (DLQ reason, metric label) of an event whose ordering is not its resource's. */
+export const ORDERING_MISMATCH = 'ordering_mismatch';
+
+/** Why an event of one ordering does not apply to a resource of the other: both named, for the operator. */
+export function orderingMismatchReason(eventOrdering: 'version' | 'occurred_at', resourceOrdering: 'version' | 'occurred_at'): string {
+  return `event ordered by ${eventOrdering}, resource ordered by ${resourceOrdering}`;
+}
 
 /** Rows a failure path left behind (retry chain, DLQ); applying the same body again settles them. */
 export const PENDING_INBOX_STATUSES: ReadonlySet<string> = new Set(['received', 'retrying', 'dead_lettered']);
@@ -108,6 +118,19 @@ export function decideOutcomes(
       });
       continue;
     }
+    // A resource lives by one ordering. An event of the other has nothing it may be compared with
+    // (a version against a time), so it neither applies nor is called stale: the failure path
+    // dead-letters it and records its inbox row there (left pending, so a replay after an
+    // operator's switch settles it).
+    if (stored && stored.orderedBy !== event.orderedBy) {
+      decisions.push({
+        ...base,
+        outcome: 'ordering_mismatch',
+        reason: orderingMismatchReason(event.orderedBy, stored.orderedBy),
+        writeInbox: false,
+      });
+      continue;
+    }
     let outcome: Decision['outcome'];
     let reason: string | undefined;
     let versionGap = false;
@@ -118,11 +141,13 @@ export function decideOutcomes(
           version: envelope.resource.version ?? null,
           deleted: event.action === 'delete',
           occurredAtMicros: event.occurredAtMicros!,
+          orderedBy: 'occurred_at',
         });
       }
     } else {
       const version = envelope.resource.version!;
-      // A row last ordered by occurred_at without a version has nothing to compare: the event applies.
+      // A row switched to version without one (it was time-ordered, no version sent) has nothing
+      // to compare: its first versioned event applies.
       if (stored && stored.version !== null && stored.version > version) {
         outcome = 'stale';
         reason = `stored version ${stored.version}`;
@@ -132,7 +157,7 @@ export function decideOutcomes(
       } else {
         outcome = 'applied';
         versionGap = stored !== undefined && stored.version !== null && version > stored.version + 1;
-        states.set(event.resourceKey, { version, deleted: event.action === 'delete', occurredAtMicros: null });
+        states.set(event.resourceKey, { version, deleted: event.action === 'delete', occurredAtMicros: null, orderedBy: 'version' });
       }
     }
     inbox.set(eventKey, { bodySha256: event.bodySha256, status: outcome, envelope });
@@ -148,8 +173,9 @@ export function decideOutcomes(
  * Seed 002's fallback: an event applies only when its occurred_at is after the stored one. A tie
  * is `stale`, not `duplicate_version`: two events at one instant may be two different changes
  * (parallel updates, coarse clocks), and nothing says which is later, so the first applied stays.
- * A repeat of the same event is still `duplicate`, by event id, before this point. A row ordered
- * by version until now (no stored occurred_at) has nothing to compare: the event applies.
+ * A repeat of the same event is still `duplicate`, by event id, before this point. A row switched
+ * to occurred_at without a known time (its last event's inbox row was gone) has nothing to
+ * compare: its first time-ordered event applies.
  */
 function byOccurredAt(event: ParsedEvent, stored: KnownState | undefined): { outcome: 'applied' | 'stale'; reason?: string } {
   const storedAt = stored?.occurredAtMicros;

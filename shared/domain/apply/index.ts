@@ -1,7 +1,14 @@
 export { SnapshotApplier } from './snapshot-applier.ts';
 export { chunkRows, type ChunkRowsOptions } from './chunk-rows.ts';
 export type { SnapshotApplierOptions } from './snapshot-applier.ts';
-export { decideOutcomes, PENDING_INBOX_STATUSES, QUARANTINE_REASON, tenantScopedKey } from './decide.ts';
+export {
+  decideOutcomes,
+  ORDERING_MISMATCH,
+  orderingMismatchReason,
+  PENDING_INBOX_STATUSES,
+  QUARANTINE_REASON,
+  tenantScopedKey,
+} from './decide.ts';
 export type { Decision, KnownInboxRow, KnownState } from './decide.ts';
 export {
   APPLIED_HEADER_EVENT_ID,

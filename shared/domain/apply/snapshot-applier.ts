@@ -153,6 +153,7 @@ export class SnapshotApplier {
           version: r.version === null ? null : Number(r.version),
           deleted: r.deleted === true,
           occurredAtMicros: r.last_occurred_us === null ? null : BigInt(r.last_occurred_us),
+          orderedBy: r.ordered_by,
         });
       }
     }

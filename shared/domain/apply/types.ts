@@ -15,7 +15,8 @@ export interface SourceRecord {
   headers?: Record<string, RecordHeaderValue>;
 }
 
-export type ApplyOutcome = 'applied' | 'stale' | 'duplicate' | 'duplicate_version' | 'quarantined' | 'invalid';
+/** `ordering_mismatch`: the event's ordering (version or occurred_at) is not its resource's; dead-lettered. */
+export type ApplyOutcome = 'applied' | 'stale' | 'duplicate' | 'duplicate_version' | 'quarantined' | 'ordering_mismatch' | 'invalid';
 
 export interface ApplyResult {
   record: SourceRecord;

@@ -31,6 +31,8 @@ export const PERMANENT_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>([
   'unknown_event_version',
   'invalid_data',
   'quarantined',
+  // An event of the other ordering than its resource's: only an operator's switch changes that.
+  'ordering_mismatch',
   'constraint_violation',
   'data_exception',
   'invalid_retry_headers',

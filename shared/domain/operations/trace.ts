@@ -26,10 +26,10 @@ export async function resourceTrace(pool: Queryable, resource: ResourceRef) {
   const stateOut = s
     ? {
         version: s.version === null ? null : Number(s.version),
-        /** What orders this resource's events: its version, or (the source's choice) occurred_at. */
-        ordered_by: s.last_occurred_us === null ? ('version' as const) : ('occurred_at' as const),
+        /** What orders this resource's events, recorded with its state: its version, or occurred_at. */
+        ordered_by: s.ordered_by,
         /** The occurred_at that ordered the state, to the microsecond (ordered by occurred_at only). */
-        last_occurred_at: s.last_occurred_us === null ? null : formatMicros(BigInt(s.last_occurred_us)),
+        last_occurred_at: s.ordered_by === 'occurred_at' && s.last_occurred_us !== null ? formatMicros(BigInt(s.last_occurred_us)) : null,
         deleted: s.deleted,
         data: s.data,
         last_event_id: s.last_event_id,

@@ -84,6 +84,8 @@ export interface KnownStateContext {
   deleted: boolean;
   /** last_occurred_at in microseconds since the epoch, as text; null for a row ordered by version. */
   last_occurred_us: string | null;
+  /** What orders the row; an event of the other ordering never applies to it. */
+  ordered_by: 'version' | 'occurred_at';
 }
 
 export type ChunkContextRow = KnownInboxContext | KnownIdempotencyContext | KnownStateContext;
@@ -103,14 +105,14 @@ const READ_CHUNK_CONTEXT = statement(
   ({ events, idempotencyKeys, resources }) => `
   SELECT 'inbox' AS kind, i.tenant_id, i.event_id, i.status, i.body_sha256, i.payload, i.fingerprint,
     NULL::text AS idempotency_key, NULL::text AS resource_type, NULL::text AS resource_id,
-    NULL::bigint AS version, NULL::boolean AS deleted, NULL::bigint AS last_occurred_us
+    NULL::bigint AS version, NULL::boolean AS deleted, NULL::bigint AS last_occurred_us, NULL::text AS ordered_by
   FROM ${events.from}
   CROSS JOIN LATERAL (
     SELECT tenant_id, event_id, status, body_sha256, payload, fingerprint FROM inbox_events
     WHERE tenant_id = k.tenant_id AND event_id = k.event_id OFFSET 0
   ) AS i
   UNION ALL
-  SELECT 'idem', i.tenant_id, i.event_id, NULL, NULL, NULL, NULL, i.idempotency_key, NULL, NULL, NULL, NULL, NULL
+  SELECT 'idem', i.tenant_id, i.event_id, NULL, NULL, NULL, NULL, i.idempotency_key, NULL, NULL, NULL, NULL, NULL, NULL
   FROM ${idempotencyKeys.from}
   CROSS JOIN LATERAL (
     SELECT tenant_id, idempotency_key, event_id FROM inbox_events
@@ -119,10 +121,10 @@ const READ_CHUNK_CONTEXT = statement(
   UNION ALL
   SELECT 'state', s.tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, s.resource_type, s.resource_id, s.version, s.deleted,
     -- Exact: extract() is numeric, and timestamptz keeps whole microseconds.
-    (extract(epoch FROM s.last_occurred_at) * 1000000)::bigint
+    (extract(epoch FROM s.last_occurred_at) * 1000000)::bigint, s.ordered_by
   FROM ${resources.from}
   CROSS JOIN LATERAL (
-    SELECT tenant_id, resource_type, resource_id, version, deleted, last_occurred_at FROM resource_state
+    SELECT tenant_id, resource_type, resource_id, version, deleted, last_occurred_at, ordered_by FROM resource_state
     WHERE tenant_id = k.tenant_id AND resource_type = k.resource_type AND resource_id = k.resource_id OFFSET 0
   ) AS s`,
 );
@@ -180,6 +182,8 @@ export const STATE_ROWS = columns({
   data: packedJsonbOrNull,
   /** Ordered by occurred_at: its time at microseconds (formatMicros); null: ordered by version. */
   last_occurred_at: timestamptz,
+  /** 'version' or 'occurred_at': the applied event's ordering, which must be the row's. */
+  ordered_by: text,
 });
 export const OUTBOX_ROWS = columns({
   event_id: text,
@@ -227,9 +231,11 @@ export interface ChunkEffects {
  *
  * Inbox: new rows, or rows a failure path left pending (received / retrying / dead_lettered) with
  * the same content (the applier compared it), now settled.
- * State: the ordering guard is also in SQL, so no code path can ever move a resource backwards: by
- * version, or (a row written with last_occurred_at) by occurred_at; a row without the incoming
- * event's key (the type's ordering was switched) takes the event, as decideOutcomes does.
+ * State: the ordering guard is also in SQL, so no code path can ever move a resource backwards or
+ * write across orderings: a row takes only an event of its own ordering (ordered_by; only
+ * `bridge ordering switch` changes it), compared by version or by occurred_at. A row the switch
+ * left without the key (a NULL version or last_occurred_at) takes the first event of its ordering,
+ * as decideOutcomes does.
  * Outbox: ORDER BY ordinality (apply order), so ids follow apply order within the transaction; tx
  * is the transaction's id (default), which orders transactions for the relay.
  */
@@ -269,7 +275,7 @@ const WRITE_CHUNK_EFFECTS = statement(
       source_partition = EXCLUDED.source_partition,
       last_occurred_at = EXCLUDED.last_occurred_at,
       updated_at = now()
-    WHERE CASE WHEN EXCLUDED.last_occurred_at IS NULL
+    WHERE resource_state.ordered_by = EXCLUDED.ordered_by AND CASE WHEN EXCLUDED.ordered_by = 'version'
       THEN resource_state.version < EXCLUDED.version OR resource_state.version IS NULL
       ELSE resource_state.last_occurred_at < EXCLUDED.last_occurred_at OR resource_state.last_occurred_at IS NULL END
     RETURNING 1

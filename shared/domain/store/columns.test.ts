@@ -204,6 +204,7 @@ describe('the store statements built from column specs', () => {
           source_partition: 0,
           data: '{}',
           last_occurred_at: null,
+          ordered_by: 'version',
         },
       ],
       outbox: [
@@ -249,7 +250,7 @@ describe('the store statements built from column specs', () => {
       const used = placeholders(sql);
       expect(used).toEqual(Array.from({ length: values!.length }, (_, i) => i + 1));
     }
-    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 9 (+2) state (with the partition and last_occurred_at), 8 (+2) outbox (with the trace context), 1 anomalies.
-    expect(captured[1]!.values).toHaveLength(23 + 11 + 10 + 1);
+    // The chunk write: 21 inbox parameters (with the trace id; +2 for the packed body), 10 (+2) state (with the partition, last_occurred_at and ordered_by), 8 (+2) outbox (with the trace context), 1 anomalies.
+    expect(captured[1]!.values).toHaveLength(23 + 12 + 10 + 1);
   });
 });

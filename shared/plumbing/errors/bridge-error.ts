@@ -17,6 +17,7 @@ export const ERROR_CODES = [
   'occurred_at_in_future',
   // The apply path and the retry chain.
   'quarantined',
+  'ordering_mismatch',
   'apply_conflict',
   'missing_key',
   'invalid_retry_headers',
