@@ -3,6 +3,7 @@ import { dlqList, dlqReplay, dlqShow } from './dlq.ts';
 import { lagCommand } from './lag.ts';
 import { migrateCommand } from './migrate.ts';
 import { offsetsReset } from './offsets.ts';
+import { orderingSwitch } from './ordering.ts';
 import { pruneCommand } from './prune.ts';
 import { reconcileCommand } from './reconcile.ts';
 import { reprocessCommand } from './reprocess.ts';
@@ -18,6 +19,7 @@ export const allCommands: CommandSpec[] = [
   reprocessCommand,
   traceCommand,
   reconcileCommand,
+  orderingSwitch,
   dlqList,
   dlqShow,
   dlqReplay,
