@@ -22,9 +22,15 @@ export const reconcileCommand: CommandSpec = {
     'the applied topic. A version at or below the stored one is `stale` and nothing is sent. A 404/410 is `gone`',
     'and sends nothing, unless its body states the deletion\'s version (`{"version": n}`): then a tombstone at n.',
     "An answer that applies or is stale clears the resource's record of a pull the worker owes (console: /reconcile).",
-    '--dry-run fetches and prints what would happen, publishing nothing. Exit 1 when the API could not be',
-    'reached (failed, circuit_open), its answer fails the contract or the strict schema (invalid), or its',
-    "version leads the highest known one by more than the source's maxVersionLead (implausible).",
+    "On a type ordered by occurred_at (the state row's ordering, else the source's) the answer's own time",
+    '(`occurred_at` or `updated_at`) orders it instead: not after the stored time is `stale`, and the event',
+    'carries that time and the `ordered-by: occurred_at` header.',
+    '--dry-run fetches and prints what would happen, publishing nothing. Ids the contract refuses are refused',
+    'before any request (exit 2). Exit 1 when the API could not be reached (failed, circuit_open), its answer',
+    'states another tenant, type or id, fails the contract or the strict schema, or states no time on a type',
+    'ordered by occurred_at (invalid), or its version leads the highest known one (0 for a resource never seen)',
+    "by more than the source's maxVersionLead, or its time leads this clock by more than maxFutureSkewSeconds",
+    '(implausible).',
   ].join('\n'),
   examples: ['bridge reconcile tenant_acme theme thm_minimal-dark --dry-run', 'bridge reconcile tenant_acme theme thm_minimal-dark --json'],
   options: {
@@ -85,7 +91,11 @@ function reportJson(report: ReconcileReport, dryRun: boolean) {
     outcome: report.outcome,
     published: report.published,
     attempts: report.attempts,
-    stored: report.storedVersion === null ? null : { version: report.storedVersion, deleted: report.storedDeleted },
+    ordering: report.ordering ?? null,
+    stored:
+      report.storedVersion === null && (report.storedOccurredAt ?? null) === null
+        ? null
+        : { version: report.storedVersion, occurred_at: report.storedOccurredAt ?? null, deleted: report.storedDeleted },
     fetched: report.fetched ?? null,
     event: report.event ?? null,
     reason: report.reason ?? null,
@@ -93,17 +103,25 @@ function reportJson(report: ReconcileReport, dryRun: boolean) {
 }
 
 function describe(report: ReconcileReport, dryRun: boolean): string {
+  const byTime = report.ordering === 'occurred_at';
+  const storedAt = byTime && report.storedOccurredAt ? ` at ${report.storedOccurredAt}` : '';
   const stored =
-    report.storedVersion === null ? 'nothing stored' : `stored v${report.storedVersion}${report.storedDeleted ? ' (tombstone)' : ''}`;
+    report.storedVersion === null && storedAt === ''
+      ? 'nothing stored'
+      : `stored ${report.storedVersion === null ? 'without a version' : `v${report.storedVersion}`}${storedAt}${report.storedDeleted ? ' (tombstone)' : ''}`;
   const fetched = report.fetched
-    ? `GET ${report.fetched.url} -> ${report.fetched.status}${report.fetched.version === undefined ? '' : `, version ${report.fetched.version}`}`
+    ? `GET ${report.fetched.url} -> ${report.fetched.status}${report.fetched.version === undefined ? '' : `, version ${report.fetched.version}`}` +
+      (report.fetched.occurredAt === undefined ? '' : `, time ${report.fetched.occurredAt}`)
     : 'nothing fetched';
+  const pulled = (event: NonNullable<ReconcileReport['event']>) =>
+    byTime ? `occurred_at ${event.occurred_at}` : `v${event.resource.version}`;
   const verb = dryRun ? 'would publish' : 'published';
   const what =
     report.outcome === 'applied'
-      ? `applied: ${verb} ${report.event!.event_type.endsWith('.deleted') ? 'a tombstone ' : ''}v${report.event!.resource.version} to the events topic (event ${report.event!.event_id})`
+      ? `applied: ${verb} ${report.event!.event_type.endsWith('.deleted') ? 'a tombstone ' : ''}${pulled(report.event!)} to the events topic (event ${report.event!.event_id})`
       : `${report.outcome}: nothing to publish (${report.reason ?? ''})`;
-  const lines = [`${report.resourceKey} via source ${report.source}`, `  ${fetched}`, `  ${stored}`, `  ${what}`];
+  const order = report.ordering === undefined ? '' : ` (ordered by ${report.ordering})`;
+  const lines = [`${report.resourceKey} via source ${report.source}${order}`, `  ${fetched}`, `  ${stored}`, `  ${what}`];
   if (report.fetched?.data !== undefined) lines.push(`  data: ${JSON.stringify(report.fetched.data)}`);
   if (dryRun) lines.push('(dry run: nothing changed)');
   return lines.join('\n');

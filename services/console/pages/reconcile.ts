@@ -21,12 +21,15 @@ export type ReconcileSettled = { status: string; reason: string | null } | { sta
 
 const OUTCOME_MEANING: Record<string, string> = {
   applied: 'a newer snapshot: it goes to the events topic and the worker applies it like a webhook',
-  stale: "the provider's version is not above the stored one: nothing is sent",
+  stale:
+    "the provider's version is not above the stored one (on a type ordered by occurred_at: its time is not after the stored time): nothing is sent",
   gone: "the API answered 404/410 without a version: nothing is sent (the bridge never deletes at a version it made up); the provider's own delete event, or a 410 stating the deletion's version, is what deletes",
   failed: 'the API could not be reached or refused the request: nothing is sent',
   circuit_open: "the source's breaker is open after failures in a row: no request went out",
-  invalid: "the snapshot fails the event contract or the source's strict schema: nothing is sent",
-  implausible: "the provider's version leads the highest known one by more than the source's maxVersionLead: nothing is sent",
+  invalid:
+    "the answer is about another tenant, type or id than asked, fails the event contract or the source's strict schema, or states no time on a type ordered by occurred_at: nothing is sent",
+  implausible:
+    "the provider's version leads the highest known one (0 for a resource never seen) by more than the source's maxVersionLead, or its time is further ahead of this clock than the source's maxFutureSkewSeconds: nothing is sent",
 };
 
 const PULL_STATUS_MEANING: Record<string, string> = {
@@ -35,6 +38,14 @@ const PULL_STATUS_MEANING: Record<string, string> = {
   gone: 'the API answered 404/410 without a version: nothing was changed; look at the resource, and reconcile once the API has it',
   failed: 'the answer was refused, or retries ran out: nothing was changed; reconcile by hand once the cause is fixed',
 };
+
+/** The stored state as the pull compared it: its version, and its time when ordered by occurred_at. */
+function storedText(report: ReconcileReport): string {
+  const at = report.ordering === 'occurred_at' && report.storedOccurredAt ? ` at ${report.storedOccurredAt}` : '';
+  if (report.storedVersion === null && at === '') return 'nothing stored';
+  const version = report.storedVersion === null ? 'no version' : `version ${report.storedVersion}`;
+  return `${version}${at}${report.storedDeleted ? ' (tombstone)' : ''}${report.ordering === undefined ? '' : ` (ordered by ${report.ordering})`}`;
+}
 
 function targetHidden(t: ReconcileTarget, ctx: PageContext): SafeHtml {
   return html`<input type="hidden" name="csrf" value="${ctx.csrf ?? ''}" /> <input type="hidden" name="tenant" value="${t.tenant}" /><input
@@ -93,13 +104,11 @@ function reportFacts(report: ReconcileReport, dryRun: boolean): SafeHtml {
       <dd>${report.source}</dd>
       <dt>fetched</dt>
       <dd data-testid="reconcile-fetched">
-        ${report.fetched ? html`GET <code>${report.fetched.url}</code> → ${report.fetched.status}${report.fetched.version === undefined ? '' : `, version ${report.fetched.version}`}` : 'nothing fetched'}
+        ${report.fetched ? html`GET <code>${report.fetched.url}</code> → ${report.fetched.status}${report.fetched.version === undefined ? '' : `, version ${report.fetched.version}`}${report.fetched.occurredAt === undefined ? '' : `, time ${report.fetched.occurredAt}`}` : 'nothing fetched'}
         (${report.attempts} attempt(s))
       </dd>
       <dt>stored now</dt>
-      <dd>
-        ${report.storedVersion === null ? 'nothing stored' : `version ${report.storedVersion}${report.storedDeleted ? ' (tombstone)' : ''}`}
-      </dd>
+      <dd>${storedText(report)}</dd>
       <dt>outcome</dt>
       <dd><strong data-testid="reconcile-outcome">${report.outcome}</strong>: ${OUTCOME_MEANING[report.outcome] ?? ''}</dd>
       ${
@@ -112,8 +121,9 @@ function reportFacts(report: ReconcileReport, dryRun: boolean): SafeHtml {
         event
           ? html`<dt>event</dt>
               <dd data-testid="reconcile-event">
-                ${verb} <code>${event.event_id}</code> (${event.event_type}, version ${event.resource.version}) from <code>reconcile</code>,
-                trigger <code>${report.trigger}</code>
+                ${verb} <code>${event.event_id}</code> (${event.event_type},
+                ${report.ordering === 'occurred_at' ? `occurred_at ${event.occurred_at}` : `version ${event.resource.version}`}) from
+                <code>reconcile</code>, trigger <code>${report.trigger}</code>
               </dd>`
           : ''
       }

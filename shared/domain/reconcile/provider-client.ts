@@ -11,8 +11,27 @@ import { expandUrlTemplate, type ResourceRefValues } from './url-template.ts';
  * only when the answer's body states the version of the deletion (the provider's own number).
  */
 export type ProviderAnswer =
-  | { kind: 'snapshot'; status: number; url: string; version: number; data: Record<string, unknown>; stated?: StatedIdentity }
-  | { kind: 'gone'; status: number; url: string; version?: number; stated?: StatedIdentity };
+  | {
+      kind: 'snapshot';
+      status: number;
+      url: string;
+      /** Absent only when the body states none: a type ordered by occurred_at needs none. */
+      version?: number;
+      data: Record<string, unknown>;
+      stated?: StatedIdentity;
+      time?: StatedTime;
+    }
+  | { kind: 'gone'; status: number; url: string; version?: number; stated?: StatedIdentity; time?: StatedTime };
+
+/**
+ * The time the answer states for the resource's state: top-level `occurred_at` (the envelope's
+ * name), else `updated_at` (a REST API's usual one). The value as sent (a non-string as its JSON):
+ * the reconciler checks it, as it orders a pull on a type ordered by occurred_at.
+ */
+export interface StatedTime {
+  field: 'occurred_at' | 'updated_at';
+  value: string;
+}
 
 /**
  * Which resource the answer's body says it is about, where it says so: `tenant_id`, `resource.type`
@@ -30,7 +49,8 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 
 /**
  * One GET for a resource's current snapshot. 200 with `{ "version": n, "data": {...} }` (or the
- * envelope's shape, `resource.version`) is a snapshot; 404 and 410 mean the API does not have it.
+ * envelope's shape, `resource.version`; with `occurred_at` or `updated_at` for a type ordered by
+ * time, where the version may be absent) is a snapshot; 404 and 410 mean the API does not have it.
  * A timeout, a network error, 408, 429 and any 5xx are transient (retryable); any other answer,
  * and a body over MAX_BODY_BYTES once decompressed, is a permanent `reconcile_bad_response`.
  */
@@ -66,7 +86,15 @@ export async function fetchSnapshot(settings: ReconcileSettings, ref: ResourceRe
   if (status === 404 || status === 410) {
     const parsed = parseJsonObject(body);
     const version = parsed === undefined ? undefined : goneVersion(parsed);
-    return { kind: 'gone', status, url, ...(version === undefined ? {} : { version }), stated: statedIdentity(parsed) };
+    const time = statedTime(parsed);
+    return {
+      kind: 'gone',
+      status,
+      url,
+      ...(version === undefined ? {} : { version }),
+      stated: statedIdentity(parsed),
+      ...(time === undefined ? {} : { time }),
+    };
   }
   if (status >= 500 || status === 408 || status === 429) {
     throw new BridgeError('reconcile_unavailable', `GET ${url}: HTTP ${status}`, { retryable: true });
@@ -176,11 +204,24 @@ export function statedIdentity(body: Record<string, unknown> | undefined): State
   return { ...(tenantId === undefined ? {} : { tenantId }), ...(type === undefined ? {} : { type }), ...(id === undefined ? {} : { id }) };
 }
 
-/** The snapshot's version and data; throws reconcile_bad_response when the body has neither. */
+/** The time the body states (see StatedTime), if any. */
+export function statedTime(body: Record<string, unknown> | undefined): StatedTime | undefined {
+  for (const field of ['occurred_at', 'updated_at'] as const) {
+    const value = body?.[field];
+    if (value !== undefined && value !== null) return { field, value: typeof value === 'string' ? value : JSON.stringify(value) };
+  }
+  return undefined;
+}
+
+/**
+ * The snapshot's version, data, identity and time; throws reconcile_bad_response when the body has
+ * no data, or a version that is not a non-negative integer. A body without a version is the
+ * reconciler's to judge (a type ordered by occurred_at needs none).
+ */
 export function parseSnapshotBody(
   text: string,
   url = 'response',
-): { version: number; data: Record<string, unknown>; stated: StatedIdentity } {
+): { version?: number; data: Record<string, unknown>; stated: StatedIdentity; time?: StatedTime } {
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -189,11 +230,19 @@ export function parseSnapshotBody(
   }
   if (!isObject(body)) throw new BridgeError('reconcile_bad_response', `${url}: body is not a JSON object`, { retryable: false });
   const version = body.version ?? (isObject(body.resource) ? body.resource.version : undefined);
-  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0) {
-    throw new BridgeError('reconcile_bad_response', `${url}: no integer "version" (or "resource.version")`, { retryable: false });
+  if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {
+    throw new BridgeError('reconcile_bad_response', `${url}: "version" (or "resource.version") is not a non-negative integer`, {
+      retryable: false,
+    });
   }
   if (!isObject(body.data)) throw new BridgeError('reconcile_bad_response', `${url}: no "data" object`, { retryable: false });
-  return { version, data: body.data, stated: statedIdentity(body) };
+  const time = statedTime(body);
+  return {
+    ...(version === undefined ? {} : { version }),
+    data: body.data,
+    stated: statedIdentity(body),
+    ...(time === undefined ? {} : { time }),
+  };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

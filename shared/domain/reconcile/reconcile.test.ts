@@ -183,9 +183,23 @@ describe('parseSnapshotBody', () => {
     expect(parseSnapshotBody('{"version":7,"data":{"a":1}}')).toEqual({ version: 7, data: { a: 1 }, stated: {} });
     expect(parseSnapshotBody('{"resource":{"version":8},"data":{}}').version).toBe(8);
   });
-  it.each(['nope', '[]', '{"data":{}}', '{"version":1.5,"data":{}}', '{"version":1}'])('refuses %s as a permanent bad response', (body) => {
-    expect(() => parseSnapshotBody(body)).toThrow(expect.objectContaining({ code: 'reconcile_bad_response', retryable: false }));
+  it('leaves the version to the reconciler when the body states none, and reads the time it states', () => {
+    expect(parseSnapshotBody('{"data":{},"updated_at":"2026-01-01T00:00:00Z"}')).toEqual({
+      data: {},
+      stated: {},
+      time: { field: 'updated_at', value: '2026-01-01T00:00:00Z' },
+    });
+    expect(parseSnapshotBody('{"version":2,"data":{},"occurred_at":"a","updated_at":"b"}').time).toEqual({
+      field: 'occurred_at',
+      value: 'a',
+    });
   });
+  it.each(['nope', '[]', '{"version":-1,"data":{}}', '{"version":1.5,"data":{}}', '{"version":"3","data":{}}', '{"version":1}'])(
+    'refuses %s as a permanent bad response',
+    (body) => {
+      expect(() => parseSnapshotBody(body)).toThrow(expect.objectContaining({ code: 'reconcile_bad_response', retryable: false }));
+    },
+  );
 });
 
 describe('statedIdentity', () => {

@@ -9,7 +9,10 @@ import {
   type EventEnvelope,
 } from '#domain/contract/index.ts';
 import { encodeEventHeaders, RECONCILE_SOURCE } from '#domain/contract/event-headers.ts';
-import { DEFAULT_MAX_VERSION_LEAD, type ReconcileSource } from '#domain/sources/index.ts';
+import { DEFAULT_MAX_FUTURE_SKEW_SECONDS, describeFutureOccurredAt, occurredAtTooFarAhead } from '#domain/contract/occurred-at-bound.ts';
+import { occurredAtSchema } from '#domain/contract/envelope.ts';
+import { formatMicros, occurredAtMicros } from '#domain/contract/occurred-at.ts';
+import { DEFAULT_MAX_VERSION_LEAD, orderingOf, type ReconcileSource, type ResourceOrdering } from '#domain/sources/index.ts';
 import { selectResourceState } from '#domain/store/state.ts';
 import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
@@ -29,7 +32,9 @@ export type ReconcileTrigger = (typeof RECONCILE_TRIGGERS)[number];
  * the ids asked break the contract (no request goes out), the answer states another tenant, type
  * or id than asked, or it fails the event contract or the source's strict schema; implausible: the
  * version leads the highest one known (0 when nothing is known) by more than the source's
- * `maxVersionLead`, nothing sent.
+ * `maxVersionLead`, or (ordered by occurred_at) the time leads this clock by more than the source's
+ * `maxFutureSkewSeconds`, nothing sent. Ordered by occurred_at, stale means the answer's time is
+ * not after the stored one.
  */
 export type ReconcileOutcome = 'applied' | 'stale' | 'gone' | 'failed' | 'circuit_open' | 'invalid' | 'implausible';
 
@@ -51,10 +56,14 @@ export interface ReconcileReport {
   trigger: ReconcileTrigger;
   source: string;
   resourceKey: string;
+  /** What orders the resource: its state row's ordering, else the source's for the type (undefined: nothing asked). */
+  ordering?: ResourceOrdering;
   storedVersion: number | null;
+  /** The stored row's occurred_at (ordered by occurred_at), ISO with microseconds; null: none. */
+  storedOccurredAt?: string | null;
   storedDeleted: boolean;
   /** What the API answered (undefined when no request went out or none answered). */
-  fetched?: { status: number; url: string; version?: number; data?: Record<string, unknown> };
+  fetched?: { status: number; url: string; version?: number; occurredAt?: string; data?: Record<string, unknown> };
   /** The event published (or, on a dry run, that would be). */
   event?: EventEnvelope;
   published: boolean;
@@ -139,9 +148,19 @@ export class Reconciler {
       resource_type: request.type,
       resource_id: request.id,
     });
-    const storedVersion = state === undefined ? null : Number(state.version);
+    // The row's ordering when there is a row (only events of it apply there), else the source's.
+    const ordering: ResourceOrdering = state?.ordered_by ?? orderingOf(source, request.type);
+    const storedVersion = state?.version == null ? null : Number(state.version);
+    const storedMicros = state?.last_occurred_us == null ? null : BigInt(state.last_occurred_us);
     const storedDeleted = state?.deleted === true;
-    const known = { ...base, storedVersion, storedDeleted, attempts: pulled.attempts };
+    const known = {
+      ...base,
+      ordering,
+      storedVersion,
+      storedOccurredAt: storedMicros === null ? null : formatMicros(storedMicros),
+      storedDeleted,
+      attempts: pulled.attempts,
+    };
     if (!pulled.ok) {
       const outcome = pulled.error.code === 'reconcile_circuit_open' ? 'circuit_open' : 'failed';
       return { ...known, outcome, reason: `${pulled.error.code}: ${pulled.error.message}`, error: pulled.error };
@@ -152,16 +171,26 @@ export class Reconciler {
       status: answer.status,
       url: answer.url,
       ...(answer.version === undefined ? {} : { version: answer.version }),
+      ...(answer.time === undefined ? {} : { occurredAt: answer.time.value }),
       ...(answer.kind === 'snapshot' ? { data: answer.data } : {}),
     };
     const stranger = identityMismatch(answer.stated, request);
     if (stranger !== undefined) return { ...known, outcome: 'invalid', fetched, reason: `answer_identity: ${stranger}: nothing sent` };
+    if (ordering === 'occurred_at')
+      return this.#byOccurredAt({ ...known, outcome: 'applied', fetched }, answer, storedMicros, request, source);
+
     if (answer.kind === 'gone' && answer.version === undefined) {
       // No version, no change: the API may lag behind its webhooks, the URL template may be wrong,
       // or a scope may hide the resource. The pushed event that triggered the pull stays applied.
       return { ...known, outcome: 'gone', fetched, reason: `HTTP ${answer.status} without a version: nothing sent` };
     }
-    const version = answer.version!;
+    if (answer.version === undefined) {
+      const error = new BridgeError('reconcile_bad_response', `${answer.url}: no integer "version" (or "resource.version")`, {
+        retryable: false,
+      });
+      return { ...known, outcome: 'failed', fetched, reason: `${error.code}: ${error.message}`, error };
+    }
+    const version = answer.version;
     if (storedVersion !== null && version <= storedVersion) {
       return { ...known, outcome: 'stale', fetched, reason: `stored version ${storedVersion}` };
     }
@@ -177,9 +206,58 @@ export class Reconciler {
         reason: `version ${version} leads the highest known version ${highestKnown} by more than maxVersionLead ${lead}`,
       };
     }
-    const envelope =
-      answer.kind === 'gone' ? this.#envelope(request, 'deleted', version, {}) : this.#envelope(request, 'updated', version, answer.data);
+    const action = answer.kind === 'gone' ? 'deleted' : 'updated';
+    const envelope = this.#envelope(request, action, { version }, answer.kind === 'gone' ? {} : answer.data);
     return this.#send({ ...known, outcome: 'applied', fetched }, envelope, request, source);
+  }
+
+  /**
+   * A pull on a type ordered by occurred_at: the answer's own time orders it, as a pushed event's
+   * does, never a version (the row may have none, and a version says nothing against a time). The
+   * time must be stated, after the stored one, and not ahead of this clock by more than the
+   * source's future-skew bound (the ingress's rule for a pushed time).
+   */
+  #byOccurredAt(
+    report: ReconcileReport,
+    answer: ProviderAnswer,
+    storedMicros: bigint | null,
+    request: ReconcileRequest,
+    source: ReconcileSource,
+  ): Promise<ReconcileReport> | ReconcileReport {
+    if (answer.time === undefined) {
+      if (answer.kind === 'gone')
+        return { ...report, outcome: 'gone', reason: `HTTP ${answer.status} without a time (occurred_at or updated_at): nothing sent` };
+      return {
+        ...report,
+        outcome: 'invalid',
+        reason: 'answer_time: the type is ordered by occurred_at and the answer states no time (occurred_at or updated_at): nothing sent',
+      };
+    }
+    const { field, value } = answer.time;
+    if (!occurredAtSchema.safeParse(value).success)
+      return {
+        ...report,
+        outcome: 'invalid',
+        reason: `answer_time: ${field} ${value} is not an ISO-8601 time with an offset: nothing sent`,
+      };
+    const micros = occurredAtMicros(value);
+    if (storedMicros !== null && micros <= storedMicros) {
+      const tie = micros === storedMicros ? ' (same instant)' : '';
+      return { ...report, outcome: 'stale', reason: `stored occurred_at ${formatMicros(storedMicros)}${tie}` };
+    }
+    const bound = source.maxFutureSkewSeconds ?? DEFAULT_MAX_FUTURE_SKEW_SECONDS;
+    const ahead = occurredAtTooFarAhead(value, new Date(this.#now()), bound);
+    if (ahead !== undefined)
+      return { ...report, outcome: 'implausible', reason: describeFutureOccurredAt(ahead, "the pulling worker's clock") };
+    const action = answer.kind === 'gone' ? 'deleted' : 'updated';
+    // The provider's version travels along when stated (downstream may read it); it orders nothing.
+    const envelope = this.#envelope(
+      request,
+      action,
+      { ...(answer.version === undefined ? {} : { version: answer.version }), occurredAt: value },
+      answer.kind === 'gone' ? {} : answer.data,
+    );
+    return this.#send({ ...report, outcome: 'applied' }, envelope, request, source, bound);
   }
 
   async #send(
@@ -187,6 +265,8 @@ export class Reconciler {
     envelope: EventEnvelope,
     request: ReconcileRequest,
     source: ReconcileSource,
+    /** Set for a time-ordered pull: the bound it was held to. */
+    futureSkewSeconds?: number,
   ): Promise<ReconcileReport> {
     const value = Buffer.from(JSON.stringify(envelope), 'utf8');
     // The same checks a webhook must pass (the contract, then the source's strict schema, as the
@@ -210,21 +290,32 @@ export class Reconciler {
         bodySha256: parsed.bodySha256,
         eventType: envelope.event_type,
         reconcileTrigger: request.trigger,
+        // A time-ordered pull is ordered by its time in the worker too, under the bound it passed here.
+        ...(report.ordering === 'occurred_at' ? { orderedBy: 'occurred_at' as const } : {}),
+        ...(futureSkewSeconds !== undefined && futureSkewSeconds !== DEFAULT_MAX_FUTURE_SKEW_SECONDS
+          ? { maxFutureSkewSeconds: futureSkewSeconds }
+          : {}),
       }),
     });
     return { ...report, event: envelope, published: true };
   }
 
-  #envelope(request: ReconcileRequest, action: 'updated' | 'deleted', version: number, data: Record<string, unknown>): EventEnvelope {
+  #envelope(
+    request: ReconcileRequest,
+    action: 'updated' | 'deleted',
+    order: { version?: number; occurredAt?: string },
+    data: Record<string, unknown>,
+  ): EventEnvelope {
     return {
       // A fresh id per pull: pulling the same version twice is then a duplicate_version, never a
       // body mismatch (quarantine) under one id.
       event_id: `rec_${randomUUID()}`,
       event_type: `${request.type}.${action}`,
       event_version: 1,
-      occurred_at: new Date(this.#now()).toISOString(),
+      // Ordered by version, the time of the pull; ordered by occurred_at, the provider's stated time.
+      occurred_at: order.occurredAt ?? new Date(this.#now()).toISOString(),
       tenant_id: request.tenantId,
-      resource: { type: request.type, id: request.id, version },
+      resource: { type: request.type, id: request.id, ...(order.version === undefined ? {} : { version: order.version }) },
       data,
     } as EventEnvelope;
   }

@@ -372,6 +372,10 @@ export interface ReconcileSource {
   reconcile: ReconcileSettings;
   /** The source's strict schemas (opt-in), applied to pulled snapshots as the ingress applies them to pushed ones. */
   strictSchemas?: Readonly<Record<string, StrictSchema>>;
+  /** The types the source orders by occurred_at: a pull of one with no state row compares times. */
+  occurredAtTypes?: readonly string[];
+  /** The bound on a pulled time's lead over the clock; absent: DEFAULT_MAX_FUTURE_SKEW_SECONDS. */
+  maxFutureSkewSeconds?: number;
 }
 
 /**
@@ -411,10 +415,20 @@ export function resolveReconcileSources(
       resourceTypes: [...source.resourceTypes],
       reconcile: { ...rest, ...(resolvedAuth === undefined ? {} : { auth: resolvedAuth }) },
       ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
+      ...reconcileOrdering(source),
     });
   }
   if (problems.length > 0) throw new SourcesConfigError(problems);
   return out;
+}
+
+/** What a pull needs of a source's ordering: its time-ordered types and its future-skew bound. */
+function reconcileOrdering(source: SourceConfig): Pick<ReconcileSource, 'occurredAtTypes' | 'maxFutureSkewSeconds'> {
+  const ordering = source.ordering;
+  const occurredAtTypes = source.resourceTypes.filter(
+    (type) => (typeof ordering === 'string' ? ordering : (ordering[type] ?? 'version')) === 'occurred_at',
+  );
+  return { ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}), maxFutureSkewSeconds: source.maxFutureSkewSeconds };
 }
 
 /** Reads the sources file and resolves the reconcile sources (see resolveReconcileSources). */
