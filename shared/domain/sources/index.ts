@@ -27,3 +27,24 @@ export type {
 } from './sources-config.ts';
 export { loadStrictSchema } from './strict-schemas.ts';
 export type { StrictSchema } from './strict-schemas.ts';
+export { CatalogError, SourceCatalog, specChanges } from './catalog.ts';
+export type { Actor, AuditEntry, FieldChange, PlannedChange, SecretView, SourceView } from './catalog.ts';
+export { DEFAULT_CONFIG_POLL_MS, LiveSources, loadLiveSnapshot } from './live.ts';
+export type { LiveSnapshot, LiveSourcesOptions } from './live.ts';
+export { generateSecret, keyringFromEnv, openSecret, sealSecret, SecretKeyError } from './secret-box.ts';
+export type { SecretKeyring } from './secret-box.ts';
+export {
+  desiredFromFile,
+  parseInput,
+  rotateSchema,
+  secretInputSchema,
+  sourceCreateSchema,
+  SourceInputError,
+  sourceUpdateSchema,
+  storedSourceSchema,
+  toReconcileSource,
+  toWebhookSource,
+} from './source-spec.ts';
+export type { DesiredSource, FieldProblem, RotateInput, SecretInput, SourceCreate, StoredSource } from './source-spec.ts';
+export { sourceLimitsSchema } from './sources-config.ts';
+export type { SourceLimits } from './sources-config.ts';

@@ -11,14 +11,14 @@ export const DEFAULT_TOLERANCE_SECONDS = 300;
 // Short HMAC keys are guessable offline from one captured request.
 export const MIN_HMAC_SECRET_BYTES = 16;
 
-const identifier = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must match [A-Za-z0-9_.-]{1,64}');
+export const identifier = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must match [A-Za-z0-9_.-]{1,64}');
 
 // A secret's value is never written in the sources file: it names where the value lives, so the
 // file can be committed and production has no secret defaults to fall back on.
-// `retireAfter`: during a rotation, the date after which the provider should no longer sign with
-// this secret; the ingress exports it (webhook_secret_retire_after_timestamp_seconds) so an alert
-// fires while the secret still verifies requests past it. It keeps verifying until removed.
-const retireAfter = z.iso
+// `retireAfter`: during a rotation, the time after which the provider no longer signs with this
+// secret. It verifies until then (the overlap in which the provider switches) and is refused after;
+// the ingress exports it (webhook_secret_retire_after_timestamp_seconds) for an alert before it ends.
+export const retireAfter = z.iso
   .datetime({ offset: true, error: 'must be an ISO 8601 time with an offset, e.g. 2027-01-31T00:00:00Z' })
   .optional();
 const secretRefSchema = z.union([
@@ -89,6 +89,20 @@ export const reconcileConfigSchema = z.strictObject({
   maxVersionLead: z.int().min(1).default(DEFAULT_MAX_VERSION_LEAD),
 });
 
+export const sourceLimitsSchema = z
+  .strictObject({
+    requestsPerSecond: z.number().positive().max(1_000_000).optional(),
+    bytesPerSecond: z
+      .int()
+      .min(1024)
+      .max(10 * 1024 ** 3)
+      .optional(),
+  })
+  .refine((l) => l.requestsPerSecond !== undefined || l.bytesPerSecond !== undefined, {
+    message: 'set requestsPerSecond, bytesPerSecond or both',
+  });
+export type SourceLimits = z.infer<typeof sourceLimitsSchema>;
+
 /**
  * What orders a resource's events: the provider's `resource.version` (the default, and the strong
  * guard), or `occurred_at` for providers without an increasing version per resource (seed 002's
@@ -120,6 +134,9 @@ export const sourceConfigSchema = z.strictObject({
   // How far ahead of the ingress's clock an occurred_at may be (every type, whatever its ordering):
   // beyond it the event is refused (422), so one fast provider clock cannot freeze a resource.
   maxFutureSkewSeconds: z.int().min(1).max(MAX_FUTURE_SKEW_LIMIT_SECONDS).default(DEFAULT_MAX_FUTURE_SKEW_SECONDS),
+  // Opt-in: what one ingress takes from the source per second (each ingress counts its own); past
+  // it the answer is 429 with Retry-After. A provider's burst is one second's worth.
+  limits: sourceLimitsSchema.optional(),
 });
 
 export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigSchema).min(1) }).superRefine((file, ctx) => {
@@ -170,7 +187,7 @@ export const sourcesFileSchema = z.strictObject({ sources: z.array(sourceConfigS
  * orderings would each have their events dead-lettered on the other's resources. Each conflict is
  * reported once per tenant and type, on the later source, naming both.
  */
-function orderingConflicts(
+export function orderingConflicts(
   sources: ReadonlyArray<Pick<SourceConfig, 'id' | 'tenants' | 'resourceTypes' | 'ordering'>>,
 ): Array<{ index: number; message: string }> {
   const first = new Map<string, { source: string; ordering: ResourceOrdering }>();
@@ -215,6 +232,8 @@ export interface WebhookSource {
   occurredAtTypes?: readonly string[];
   /** How far ahead of the receiving clock an occurred_at may be; absent: DEFAULT_MAX_FUTURE_SKEW_SECONDS. */
   maxFutureSkewSeconds?: number;
+  /** Per-ingress rate limits (opt-in). */
+  limits?: SourceLimits;
 }
 
 /** How a source's events of a resource type are ordered. */
@@ -298,6 +317,7 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
       ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
       ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}),
       maxFutureSkewSeconds: source.maxFutureSkewSeconds,
+      ...(source.limits === undefined ? {} : { limits: source.limits }),
     };
   });
   problems.push(...sharedSecretProblems(sources));
@@ -311,7 +331,7 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
  * source must have keys of its own (compared as key bytes, so a standard-webhooks secret and the
  * same key written another way are caught too). The message names the secrets, never their values.
  */
-function sharedSecretProblems(sources: readonly WebhookSource[]): string[] {
+export function sharedSecretProblems(sources: readonly WebhookSource[]): string[] {
   const owners = new Map<string, { source: string; secret: string }>();
   const problems: string[] = [];
   for (const source of sources) {
@@ -332,7 +352,7 @@ function sharedSecretProblems(sources: readonly WebhookSource[]): string[] {
   return problems;
 }
 
-function secretProblem(scheme: SignatureScheme, value: string): string | undefined {
+export function secretProblem(scheme: SignatureScheme, value: string): string | undefined {
   if (scheme === 'standard-webhooks') {
     try {
       const key = decodeStandardSecret(value);
@@ -423,7 +443,7 @@ export function resolveReconcileSources(
 }
 
 /** What a pull needs of a source's ordering: its time-ordered types and its future-skew bound. */
-function reconcileOrdering(source: SourceConfig): Pick<ReconcileSource, 'occurredAtTypes' | 'maxFutureSkewSeconds'> {
+export function reconcileOrdering(source: SourceConfig): Pick<ReconcileSource, 'occurredAtTypes' | 'maxFutureSkewSeconds'> {
   const ordering = source.ordering;
   const occurredAtTypes = source.resourceTypes.filter(
     (type) => (typeof ordering === 'string' ? ordering : (ordering[type] ?? 'version')) === 'occurred_at',

@@ -41,17 +41,25 @@ export function loadStrictSchema(file: string, baseDir: string): StrictSchema {
   } catch (error) {
     throw new Error(`cannot read JSON Schema ${resolved}: ${(error as Error).message}`);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Error(`${resolved} is not a JSON Schema object`);
+  return compileStrictSchema(json, resolved);
+}
+
+/**
+ * Compiles a schema held as a value (a source stored in Postgres keeps its schemas inline); `label`
+ * names it in messages. Throws an Error whose message says what is wrong.
+ */
+export function compileStrictSchema(json: unknown, label: string): StrictSchema {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Error(`${label} is not a JSON Schema object`);
   let validate;
   try {
-    // $id would make two sources sharing one file collide in ajv's registry; the file is the identity here.
+    // $id would make two sources sharing one schema collide in ajv's registry; the label is the identity here.
     const { $id: _ignored, ...schema } = json as Record<string, unknown>;
     validate = ajv().compile(schema);
   } catch (error) {
-    throw new Error(`invalid JSON Schema ${resolved}: ${(error as Error).message}`);
+    throw new Error(`invalid JSON Schema ${label}: ${(error as Error).message}`);
   }
   return {
-    file: resolved,
+    file: label,
     check: (data) => (validate(data) ? undefined : formatErrors(validate.errors ?? [])),
   };
 }

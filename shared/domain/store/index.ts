@@ -11,3 +11,4 @@ export * from './reconcile-pulls.ts';
 export * from './retention.ts';
 export * from './session.ts';
 export * from './state.ts';
+export * from './sources.ts';
