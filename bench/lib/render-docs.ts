@@ -141,6 +141,16 @@ page's records read from the broker are reported. It exits 1 when a page's media
 \`BENCH_ROUNDS\`, \`BENCH_KEEP\`, \`BENCH_LOG_LEVEL\`, \`KAFKA_BROKERS\`, \`DATABASE_URL\`.`,
   },
   {
+    name: 'sources',
+    title: 'A change to sources reaching every ingress',
+    measures: `\`bench/sources/propagation.ts\` starts two ingresses that read sources from Postgres (\`SOURCES_FROM=postgres\`,
+as \`npm start\` runs them) over a fresh database and topic. Each round creates a source through the catalog, rotates its
+secret with no overlap and disables it, and times each change from its commit until each ingress answers as the change
+says (202 with the new secret; 401 with the old one and 202 with the new; 401), asking every \`BENCH_POLL_MS\`. It exits 1
+when a change took longer than 2 s to reach an ingress. \`BENCH_ROUNDS\`, \`BENCH_POLL_MS\`, \`BENCH_LOG_LEVEL\`,
+\`KAFKA_BROKERS\`, \`DATABASE_URL\`.`,
+  },
+  {
     name: 'kafka-start',
     title: 'Local broker start',
     measures: `\`bench/kafka-start.ts\` measures the local broker's time to ready (an admin \`describeCluster\` succeeds):
