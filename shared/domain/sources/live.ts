@@ -31,13 +31,19 @@ export interface LiveSnapshot {
   problems: string[];
 }
 
-export async function loadLiveSnapshot(pool: Pool, keyring: SecretKeyring | undefined): Promise<LiveSnapshot> {
+export interface LoadOptions {
+  /** false: no secret is read or opened (a worker verifies nothing); the sources carry none. Default true. */
+  secrets?: boolean;
+}
+
+export async function loadLiveSnapshot(pool: Pool, keyring: SecretKeyring | undefined, options: LoadOptions = {}): Promise<LiveSnapshot> {
+  const withSecrets = options.secrets !== false;
   const { version, rows, secrets } = await withTransaction(
     pool,
     async (client) => ({
       version: await readConfigVersion(client),
       rows: await listSourceRows(client),
-      secrets: await listSecretRows(client),
+      secrets: withSecrets ? await listSecretRows(client) : [],
     }),
     'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
   );
@@ -90,6 +96,8 @@ export interface LiveSourcesOptions {
   pollMs?: number;
   /** How often this instance writes the version it serves, and flushes secret uses. */
   reportMs?: number;
+  /** false: load the sources without their secrets (see LoadOptions); default true. */
+  secrets?: boolean;
 }
 
 export const DEFAULT_CONFIG_POLL_MS = 1000;
@@ -216,7 +224,7 @@ export class LiveSources {
   }
 
   async #reload(first: boolean): Promise<void> {
-    const snapshot = await loadLiveSnapshot(this.#options.pool, this.#options.keyring);
+    const snapshot = await loadLiveSnapshot(this.#options.pool, this.#options.keyring, { secrets: this.#options.secrets ?? true });
     this.#healthy = true;
     if (!first && snapshot.version === this.#version) return;
     for (const problem of snapshot.problems) this.#options.logger.error({ version: snapshot.version }, `sources: ${problem}`);
