@@ -1,9 +1,11 @@
+import type { Pool } from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { ApplyResult } from '#domain/apply/index.ts';
-import { parseSourcesFile, resolveReconcileSources, SourcesConfigError } from '#domain/sources/index.ts';
+import { parseSourcesFile, resolveReconcileSources, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
+import { BridgeError } from '#plumbing/errors/bridge-error.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { parseSnapshotBody, statedIdentity } from './provider-client.ts';
-import { resourceRefProblem } from './reconciler.ts';
+import { Reconciler, resourceRefProblem } from './reconciler.ts';
 import { ReconcileQueue } from './reconcile-queue.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { reconcileTriggerFor } from './triggers.ts';
@@ -175,6 +177,50 @@ describe('CircuitBreaker', () => {
     expect(breaker.state).toBe('open');
     now = 1999;
     expect(breaker.tryAcquire()).toBe(false);
+  });
+});
+
+describe('Reconciler.setSources', () => {
+  const source = (id: string, failureThreshold = 1): ReconcileSource => ({
+    id,
+    tenants: ['t1'],
+    resourceTypes: ['theme'],
+    reconcile: {
+      url: `http://127.0.0.1:9/${id}/{id}`,
+      timeoutMs: 1000,
+      attempts: 1,
+      retryDelayMs: 0,
+      rateLimit: { perSecond: 100, burst: 100 },
+      breaker: { failureThreshold, cooldownMs: 60_000 },
+      maxVersionGap: 1,
+    },
+  });
+  const reconciler = (sources: ReconcileSource[]) =>
+    new Reconciler({
+      // An empty store: nothing stored for the resource.
+      pool: { query: async () => ({ rows: [] }) } as unknown as Pool,
+      sources,
+      publish: async () => {},
+      fetch: async () => {
+        throw new BridgeError('reconcile_unavailable', 'down', { retryable: true });
+      },
+    });
+  const pull = (r: Reconciler, sourceId: string) => r.reconcile({ tenantId: 't1', type: 'theme', id: 'x', trigger: 'gap', sourceId });
+
+  it('adds and removes sources while running; a source whose guard settings stay keeps its open breaker', async () => {
+    const r = reconciler([source('a')]);
+    await expect(pull(r, 'b')).rejects.toThrow(/no reconcile settings/);
+    await pull(r, 'a');
+    expect(r.breakerState('a')).toBe('open');
+    r.setSources([source('a'), source('b')]);
+    expect(r.breakerState('a')).toBe('open');
+    expect(r.breakerState('b')).toBe('closed');
+    expect((await pull(r, 'b')).outcome).toBe('failed');
+    // New breaker settings: a new breaker.
+    r.setSources([source('a', 5)]);
+    expect(r.breakerState('a')).toBe('closed');
+    expect(r.breakerState('b')).toBeUndefined();
+    await expect(pull(r, 'b')).rejects.toThrow(/no reconcile settings/);
   });
 });
 

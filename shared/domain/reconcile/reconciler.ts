@@ -102,7 +102,7 @@ interface SourceGuard {
  */
 export class Reconciler {
   readonly #pool: Pool;
-  readonly #guards: SourceGuard[];
+  #guards: SourceGuard[];
   readonly #publish: ReconcilerOptions['publish'];
   readonly #fetch: typeof fetchSnapshot;
   readonly #now: () => number;
@@ -115,11 +115,28 @@ export class Reconciler {
     this.#now = options.now ?? Date.now;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     // One bucket and one breaker per source, shared by every reconciliation of this process.
-    this.#guards = options.sources.map((source) => ({
+    this.#guards = options.sources.map((source) => this.#guard(source));
+  }
+
+  /**
+   * Replaces the sources (a configuration change while the worker runs). A source whose rate
+   * limit and breaker settings did not change keeps its bucket and breaker, so an open breaker
+   * stays open across an unrelated change; a pull already running finishes with the settings it began with.
+   */
+  setSources(sources: readonly ReconcileSource[]): void {
+    const before = new Map(this.#guards.map((g) => [g.source.id, g]));
+    this.#guards = sources.map((source) => {
+      const kept = before.get(source.id);
+      return kept !== undefined && sameGuardSettings(kept.source, source) ? { ...kept, source } : this.#guard(source);
+    });
+  }
+
+  #guard(source: ReconcileSource): SourceGuard {
+    return {
       source,
       bucket: new TokenBucket({ ...source.reconcile.rateLimit, now: this.#now }),
       breaker: new CircuitBreaker({ ...source.reconcile.breaker, now: this.#now }),
-    }));
+    };
   }
 
   get sources(): readonly ReconcileSource[] {
@@ -399,6 +416,10 @@ function identityMismatch(stated: StatedIdentity = {}, request: ReconcileRequest
     if (type !== request.type) wrong.push(`type ${JSON.stringify(type)} (asked ${JSON.stringify(request.type)})`);
   for (const id of stated.id ?? []) if (id !== request.id) wrong.push(`id ${JSON.stringify(id)} (asked ${JSON.stringify(request.id)})`);
   return wrong.length === 0 ? undefined : `the answer is about another resource: ${wrong.join(', ')}`;
+}
+
+function sameGuardSettings(a: ReconcileSource, b: ReconcileSource): boolean {
+  return JSON.stringify([a.reconcile.rateLimit, a.reconcile.breaker]) === JSON.stringify([b.reconcile.rateLimit, b.reconcile.breaker]);
 }
 
 function owns(source: ReconcileSource, request: { tenantId: string; type: string }): boolean {
