@@ -25,3 +25,21 @@ describe('WORKER_RELAY', () => {
     expect(() => configOf({})).not.toThrow();
   });
 });
+
+describe('SOURCES_FROM', () => {
+  it('file by default: reconcile only when the file declares it', () => {
+    const config = configOf({});
+    expect(config.liveSources).toBeUndefined();
+    expect(config.reconcile).toBeUndefined();
+  });
+
+  it('postgres: the reconcile machinery always runs, its sources empty until the first snapshot; the file is not read', () => {
+    const config = configOf({ SOURCES_FROM: 'postgres', WEBHOOK_SOURCES_FILE: '/nonexistent/sources.json', RECONCILE_CONCURRENCY: '3' });
+    expect(config.reconcile).toMatchObject({ sources: [], concurrency: 3 });
+    expect(config.liveSources).toBeDefined();
+  });
+
+  it('refuses anything else, naming the variable', () => {
+    expect(() => configOf({ SOURCES_FROM: 'etcd' })).toThrow(/SOURCES_FROM/);
+  });
+});

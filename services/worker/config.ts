@@ -55,6 +55,9 @@ export const workerEnvSchema = z.object({
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
   WORKER_CRASH_AT: z.enum(CRASH_POINTS).optional(),
   WORKER_CRASH_AFTER: positiveIntSchema.default(1),
+  // Where the sources come from: `file` (WEBHOOK_SOURCES_FILE, read once at start) or `postgres`
+  // (the sources tables, followed while the worker runs; WEBHOOK_SOURCES_FILE is then not read).
+  SOURCES_FROM: z.enum(['file', 'postgres']).default('file'),
   // Optional for the worker: only the sources' `reconcile` blocks are read (and only their API
   // credentials resolved), so the worker never needs a webhook signing secret.
   WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
@@ -105,8 +108,23 @@ export interface WorkerConfig {
   failures?: FailureSettings;
   /** Retention (shared/domain/retention); the loop runs only when set and enabled (workerConfigFromEnv: on by default). */
   retention?: RetentionSettings;
-  /** Pull snapshots from provider APIs (shared/domain/reconcile); off unless a source declares `reconcile`. */
+  /**
+   * Pull snapshots from provider APIs (shared/domain/reconcile). From a file: off unless a source
+   * declares `reconcile`. From Postgres: always set (sources empty at first), so a source can gain
+   * `reconcile` while the worker runs.
+   */
   reconcile?: WorkerReconcileConfig;
+  /** Set when SOURCES_FROM=postgres: the reconcile sources follow the sources tables. */
+  liveSources?: WorkerLiveSourcesConfig;
+}
+
+export interface WorkerLiveSourcesConfig {
+  /** Where each source's `reconcile.auth.env` is read (the worker's environment). */
+  env: Record<string, string | undefined>;
+  /** How often the configuration version is checked besides LISTEN (default DEFAULT_CONFIG_POLL_MS). */
+  pollMs?: number;
+  /** How often the worker reports the version it serves (bridge_config_instances). */
+  reportMs?: number;
 }
 
 export interface WorkerReconcileConfig {
@@ -119,9 +137,13 @@ export interface WorkerReconcileConfig {
   retryPollMs?: number;
 }
 
-/** Throws SourcesConfigError when the sources file is unreadable or a reconcile credential is missing. */
+/**
+ * Throws SourcesConfigError when the sources file is unreadable or a reconcile credential is missing
+ * (from Postgres such a source is left out and logged instead: a change must not stop a worker).
+ */
 export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, string | undefined> = process.env): WorkerConfig {
-  const reconcileSources = env.WEBHOOK_SOURCES_FILE === undefined ? [] : loadReconcileSources(env.WEBHOOK_SOURCES_FILE, rawEnv);
+  const live = env.SOURCES_FROM === 'postgres';
+  const reconcileSources = live || env.WEBHOOK_SOURCES_FILE === undefined ? [] : loadReconcileSources(env.WEBHOOK_SOURCES_FILE, rawEnv);
   return {
     brokers: env.KAFKA_BROKERS,
     clientId: env.KAFKA_CLIENT_ID ?? 'worker',
@@ -153,8 +175,9 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     retryLevels: env.TOPIC_RETRY_LEVELS,
     failures: failureSettingsFrom(env),
     retention: retentionSettingsFrom(env),
-    ...(reconcileSources.length === 0
+    ...(reconcileSources.length === 0 && !live
       ? {}
       : { reconcile: { sources: reconcileSources, concurrency: env.RECONCILE_CONCURRENCY, queueLimit: env.RECONCILE_QUEUE_LIMIT } }),
+    ...(live ? { liveSources: { env: rawEnv } } : {}),
   };
 }

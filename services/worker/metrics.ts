@@ -139,3 +139,26 @@ export function retentionObserver(metrics: WorkerMetrics): {
     },
   };
 }
+
+/**
+ * SOURCES_FROM=postgres: the configuration version this worker serves (-1 before its first load),
+ * so a laggard shows on the dashboard, and whether its last check of that version reached Postgres.
+ */
+export function registerConfigMetrics(registry: Registry, live: { readonly version: number; readonly healthy: boolean }): void {
+  new Gauge({
+    name: 'bridge_config_version',
+    help: 'The sources configuration version this process serves (-1 before its first load)',
+    registers: [registry],
+    collect() {
+      this.set(live.version);
+    },
+  });
+  new Gauge({
+    name: 'bridge_config_source_healthy',
+    help: '1 when the last check of the sources configuration reached Postgres, else 0 (the loaded set is kept)',
+    registers: [registry],
+    collect() {
+      this.set(live.healthy ? 1 : 0);
+    },
+  });
+}

@@ -13,6 +13,8 @@ import { startFailureHandling, type FailureHandling } from './retry/failure-hand
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
 import type { RelayHandle } from './relay/index.ts';
 import { startWorkerReconcile, type WorkerReconcile } from './reconcile/reconcile-triggers.ts';
+import { followLiveSources } from './reconcile/live-sources.ts';
+import type { LiveSources } from '#domain/sources/index.ts';
 
 export type { WorkerDeps } from './composition.ts';
 export { relayTransactionalId } from './composition.ts';
@@ -25,8 +27,10 @@ export interface WorkerHandle {
   /** The failure path (undefined when deps.onFailure replaces it). */
   failures: FailureHandling | undefined;
   relay: RelayHandle;
-  /** Push-then-pull (undefined unless a source declares `reconcile`). */
+  /** Push-then-pull (undefined unless a source declares `reconcile` or sources come from Postgres). */
   reconcile: WorkerReconcile | undefined;
+  /** SOURCES_FROM=postgres: the sources followed while the worker runs (undefined with a file). */
+  liveSources: LiveSources | undefined;
   /** The retention loop (undefined unless config.retention.enabled). */
   retention: RetentionLoop | undefined;
   pool: Pool;
@@ -130,7 +134,13 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
           metrics,
           schedule: parts.failureSettings.schedule,
         });
+  const liveSources =
+    config.liveSources === undefined || reconcile === undefined
+      ? undefined
+      : followLiveSources({ config: config.liveSources, pool, databaseUrl: config.databaseUrl, reconcile, registry, logger });
   try {
+    // The first snapshot before the first record: a result that calls for a pull must find its source.
+    await liveSources?.start();
     await metadataAdmin.connect();
     failures =
       deps.onFailure === undefined
@@ -193,6 +203,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     }
   } catch (error) {
     await consumer.disconnect().catch(() => {});
+    await liveSources?.stop().catch(() => {});
     await reconcile?.close().catch(() => {});
     await failures?.close().catch(() => {});
     await relay?.stop().catch(() => {});
@@ -222,6 +233,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
     relay: runningRelay,
     retention,
     reconcile,
+    liveSources,
     pool,
     adminPort: admin?.port,
     pause: () => consumer.pause([{ topic: config.eventsTopic }]),
@@ -247,6 +259,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         await offsetCommits?.settled();
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await step('consumer', () => consumer.disconnect());
+        await step('sources', () => liveSources?.stop());
         // Running pulls finish (their snapshot is published or not); waiting ones are dropped.
         await step('reconcile', () => reconcile?.close());
         await step('failures', () => failures?.close());

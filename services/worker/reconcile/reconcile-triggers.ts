@@ -25,12 +25,19 @@ import {
   upsertPendingPull,
   type PullWrite,
 } from '#domain/store/index.ts';
+import type { ReconcileSource } from '#domain/sources/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { WorkerReconcileConfig } from '../config.ts';
 import type { WorkerMetrics } from '../metrics.ts';
 
 export interface WorkerReconcile {
   reconciler: Reconciler;
+  /**
+   * Replaces the sources pulled from (a live configuration change): results after it trigger by
+   * the new set; pulls already queued or running finish; owed pulls of a source no longer here wait
+   * in reconcile_pulls until a source of that id with reconcile is back.
+   */
+  setSources: (sources: readonly ReconcileSource[]) => void;
   /** Looks at committed results and queues the pulls they call for; never waits for one. */
   onResults: (results: readonly ApplyResult[]) => void;
   /** Nothing queued or running (tests). */
@@ -91,7 +98,7 @@ export function startWorkerReconcile(options: {
   const logger = options.logger.child({ component: 'reconcile' });
   const publisher = createEventsPublisher(options.kafka, { topic: options.eventsTopic, logger });
   const reconciler = new Reconciler({ pool, sources: config.sources, publish: publisher.publish });
-  const bySource = new Map(config.sources.map((s) => [s.id, s]));
+  let bySource = new Map(config.sources.map((s) => [s.id, s]));
   const queue = new ReconcileQueue({
     concurrency: config.concurrency,
     limit: config.queueLimit,
@@ -231,7 +238,7 @@ export function startWorkerReconcile(options: {
   let polling: Promise<void> | undefined;
   const poll = async () => {
     const room = Math.min(CLAIM_BATCH, config.queueLimit - queue.size.waiting);
-    if (room > 0) {
+    if (room > 0 && bySource.size > 0) {
       const due = await claimDuePulls(pool, { sources: [...bySource.keys()], limit: room, leaseMs });
       for (const row of due) {
         const trigger = (RECONCILE_TRIGGERS as readonly string[]).includes(row.trigger) ? (row.trigger as ReconcileTrigger) : 'gap';
@@ -273,6 +280,10 @@ export function startWorkerReconcile(options: {
 
   return {
     reconciler,
+    setSources: (sources) => {
+      reconciler.setSources(sources);
+      bySource = new Map(sources.map((s) => [s.id, s]));
+    },
     onResults,
     idle: () => queue.idle(),
     close: async () => {
