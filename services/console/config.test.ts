@@ -43,4 +43,13 @@ describe('consoleConfigFrom', () => {
     for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1', '0:0:0:0:0:0:0:1'])
       expect(consoleConfigFrom({ ...base, CONSOLE_HOST: host }).host, host).toBe(host);
   });
+
+  it("reads the keys sources' secrets are sealed with, and refuses a bad one at start-up", () => {
+    expect(consoleConfigFrom(base).secretKeyring).toBeUndefined();
+    const key = Buffer.alloc(32, 7).toString('base64');
+    const keyring = consoleConfigFrom({ ...base, BRIDGE_SECRET_KEYS: `k1:${key}` }).secretKeyring;
+    expect(keyring?.activeKeyId).toBe('k1');
+    expect(() => consoleConfigFrom({ ...base, BRIDGE_SECRET_KEYS: 'k1:c2hvcnQ=' })).toThrow(/BRIDGE_SECRET_KEYS: key "k1" is 5 bytes/);
+    expect(() => consoleConfigFrom({ ...base, BRIDGE_SECRET_KEYS: `k1:${key}`, BRIDGE_SECRET_KEY_ID: 'k2' })).toThrow(ConfigError);
+  });
 });

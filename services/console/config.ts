@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { ConfigError, databaseEnv, kafkaEnv, logEnv, parseConfig, portSchema, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { topicNames, type TopicNames } from '#plumbing/kafka/topics.ts';
+import { keyringFromEnv, SecretKeyError, type SecretKeyring } from '#domain/sources/secret-box.ts';
 import { isLoopbackHost } from './client-address.ts';
 
 const consoleEnv = z
@@ -27,6 +28,10 @@ const consoleEnv = z
     CONSOLE_DEV: z.stringbool().default(false),
     /** Warn about dead letters this many days before the DLQ topic's retention deletes them. */
     CONSOLE_DLQ_EXPIRY_WARNING_DAYS: z.coerce.number().positive().default(7),
+    /** The keys sources' secrets are sealed with (id:base64key,...): the operator API's writes need them. */
+    BRIDGE_SECRET_KEYS: z.string().optional(),
+    /** Which of BRIDGE_SECRET_KEYS seals new secrets; default the first. */
+    BRIDGE_SECRET_KEY_ID: z.string().optional(),
   })
   .and(kafkaEnv)
   .and(databaseEnv)
@@ -56,6 +61,8 @@ export interface ConsoleConfig {
   https?: boolean;
   /** How long before a dead letter's deletion the console warns (CONSOLE_DLQ_EXPIRY_WARNING_DAYS). */
   dlqExpiryWarningMs?: number;
+  /** BRIDGE_SECRET_KEYS; unset: the operator API reads sources but refuses writes that need a secret (503). */
+  secretKeyring?: SecretKeyring | undefined;
 }
 
 export const DEFAULT_DLQ_EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
@@ -84,6 +91,13 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     problems.push(
       `CONSOLE_HOST ${c.CONSOLE_HOST} is not loopback and the console speaks plain HTTP: put a TLS-terminating proxy in front of it and set CONSOLE_HTTPS=true, or bind a loopback CONSOLE_HOST`,
     );
+  let secretKeyring: SecretKeyring | undefined;
+  try {
+    secretKeyring = keyringFromEnv(env);
+  } catch (error) {
+    if (!(error instanceof SecretKeyError)) throw error;
+    problems.push(error.message);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port: c.CONSOLE_PORT,
@@ -104,5 +118,6 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     signInToRead,
     https: c.CONSOLE_HTTPS,
     dlqExpiryWarningMs: c.CONSOLE_DLQ_EXPIRY_WARNING_DAYS * 24 * 3600 * 1000,
+    secretKeyring,
   };
 }
