@@ -26,6 +26,7 @@ import { reconcileRoutes, reconcileSetup } from './routes/reconcile.ts';
 import { resourceRoutes } from './routes/resource.ts';
 import { searchRoutes } from './routes/search.ts';
 import { signInRoutes } from './routes/sign-in.ts';
+import { API_PREFIX, operatorApi } from './api/api.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -135,6 +136,9 @@ export async function startConsole(
     if (!file) return void res.status(404).end();
     res.sendFile(file, { maxAge: 60_000 });
   });
+
+  // Before the sign-in gate: the operator API authenticates each request with a token of its own.
+  app.use(API_PREFIX, operatorApi({ pool: clients.pool, keyring: config.secretKeyring, logger, throttle }));
 
   // Reading needs a session too when the console is reachable beyond this machine (or so configured).
   // Every method, not only GET: Express answers HEAD with the GET handlers (the status and length
