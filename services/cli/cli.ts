@@ -43,7 +43,8 @@ export function topHelp(commands: CommandSpec[], prefix: string[] = []): string 
     '',
     'Every command takes --help and --json; commands that change something take --dry-run.',
     'Config comes from the environment: KAFKA_BROKERS, DATABASE_URL, TOPIC_EVENTS, TOPIC_APPLIED,',
-    'TOPIC_RETRY_LEVELS, CONSUMER_GROUP (default theme-applier), WEBHOOK_SOURCES_FILE.',
+    'TOPIC_RETRY_LEVELS, CONSUMER_GROUP (default theme-applier), WEBHOOK_SOURCES_FILE, and for the',
+    'sources kept in Postgres BRIDGE_SECRET_KEYS (BRIDGE_ACTOR names you in their audit log).',
     'Exit codes: 0 done, 1 failed, 2 usage error.',
     '',
   ].join('\n');

@@ -43,6 +43,14 @@ export class Output {
     else if (text.length > 0) this.io.stdout(text.endsWith('\n') ? text : `${text}\n`);
   }
 
+  /**
+   * Part of the text result printed before the command goes on (a diff shown before it is applied);
+   * nothing under --json, whose one document comes from result().
+   */
+  text(text: string): void {
+    if (!this.json && text.length > 0) this.io.stdout(text.endsWith('\n') ? text : `${text}\n`);
+  }
+
   /** Progress and notes for people; never on stdout, so --json output stays parseable. */
   note(text: string): void {
     if (!this.json) this.io.stderr(`${text}\n`);

@@ -8,6 +8,8 @@ import { pruneCommand } from './prune.ts';
 import { reconcileCommand } from './reconcile.ts';
 import { reprocessCommand } from './reprocess.ts';
 import { sendCommand } from './send.ts';
+import { sourcesCommands } from './sources.ts';
+import { tokensCommands } from './tokens.ts';
 import { topicsCreate } from './topics.ts';
 import { traceCommand } from './trace.ts';
 
@@ -25,4 +27,6 @@ export const allCommands: CommandSpec[] = [
   dlqReplay,
   pruneCommand,
   sendCommand,
+  ...sourcesCommands,
+  ...tokensCommands,
 ];
