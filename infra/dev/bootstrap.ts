@@ -10,6 +10,7 @@ import { resolvePostgres, ensureDatabase } from '../provision/postgres.ts';
 import { brokerReady, createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { migrate } from '#domain/store/migrate.ts';
+import { desiredFromFile, keyringFromEnv, SourceCatalog, type PlannedChange } from '#domain/sources/index.ts';
 import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 
@@ -80,6 +81,34 @@ export async function prepareDatabase(databaseUrl: string, logger: Logger): Prom
   try {
     const { applied } = await migrate(pool);
     logger.info(`migrations ready (${applied.length} applied)`);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Who the dev seed's changes are by, in the audit log. */
+export const DEV_SEED_ACTOR = 'dev-seed';
+
+/**
+ * Makes the dev database hold the dev sources file (WEBHOOK_SOURCES_FILE, secrets from the dev env):
+ * the same apply as `bridge sources apply -f`, so the file stays the way to change the dev sources.
+ * Sources created elsewhere (the console, the API) are left alone, and so is `enabled`; a dev source
+ * changed elsewhere (a rotated secret) goes back to what the file says.
+ */
+export async function seedDevSources(
+  databaseUrl: string,
+  logger: Logger,
+  env: Record<string, string | undefined> = process.env,
+): Promise<PlannedChange[]> {
+  const file = env.WEBHOOK_SOURCES_FILE;
+  if (!file) throw new Error('WEBHOOK_SOURCES_FILE is not set: infra/dev/dev.env names the dev sources file');
+  const desired = desiredFromFile(path.resolve(repoRoot, file), env);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    const { changes, configVersion } = await new SourceCatalog(pool, keyringFromEnv(env)).apply(DEV_SEED_ACTOR, desired);
+    const changed = changes.filter((c) => c.action !== 'unchanged').map((c) => `${c.action} ${c.sourceId}`);
+    logger.info(`dev sources ready (${changed.length ? changed.join(', ') : 'no change'}; configuration version ${configVersion})`);
+    return changes;
   } finally {
     await pool.end();
   }

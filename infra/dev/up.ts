@@ -1,10 +1,11 @@
 // `npm start`: brings the whole bridge up on this machine and keeps it in the foreground.
 // Broker (KAFKA_BROKERS, else a local KRaft node from the Maven jars), Postgres (DATABASE_URL,
-// else the local server, else embedded), topics, migrations, then the services (ingress,
+// else the local server, else embedded), topics, migrations, the dev sources seeded into Postgres
+// from infra/dev/dev-sources.json (the apply of `bridge sources apply`), then the services (ingress,
 // worker(s), console), each under a supervisor: a service that dies is restarted with backoff
 // (infra/dev/supervisor.ts). WORKERS=N runs N workers in the consumer group. Ctrl-C (SIGINT) or
 // SIGTERM stops the services, restarts nothing, and stops what this process started and nothing else.
-import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
+import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, seedDevSources, type Provided } from './bootstrap.ts';
 import {
   buildServices,
   parseWorkerCount,
@@ -65,8 +66,16 @@ try {
   const [kafka, database] = await Promise.all([registered(provideKafka(log)), registered(provideDatabase(log)), buildServices()]);
   await prepareTopics(kafka.value, logger);
   await prepareDatabase(database.value, logger);
+  await seedDevSources(database.value, logger);
   if (!shuttingDown) {
-    const env = { ...process.env, KAFKA_BROKERS: kafka.value, DATABASE_URL: database.value };
+    // The sources as the seed left them in Postgres, live: a change from the console or `bridge
+    // sources` reaches the running ingress and worker. SOURCES_FROM=file serves the file instead.
+    const env = {
+      ...process.env,
+      KAFKA_BROKERS: kafka.value,
+      DATABASE_URL: database.value,
+      SOURCES_FROM: process.env.SOURCES_FROM || 'postgres',
+    };
     // Each service reads ADMIN_PORT; running side by side, each gets its own.
     const ports = upAdminPorts(process.env, workers);
     // For `npm run bridge` and `npm run console` started later, elsewhere: the same broker and database.

@@ -18,6 +18,8 @@ describe('dev defaults (npm run bridge only)', () => {
     expect(env.KAFKA_BROKERS).toBe('kafka-1:9092');
     expect(env.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/bridge');
     expect(env.DEMO_SECRET).toBeTruthy();
+    // `npm run bridge -- sources ...` opens the secrets the dev seed sealed with the public dev key.
+    expect(env.BRIDGE_SECRET_KEYS).toMatch(/^dev:[A-Za-z0-9+/]+=*$/);
     expect(path.isAbsolute(env.WEBHOOK_SOURCES_FILE!)).toBe(true);
     expect(env.WEBHOOK_SOURCES_FILE!.endsWith(path.join('infra', 'dev', 'dev-sources.json'))).toBe(true);
   });
