@@ -14,6 +14,7 @@ import { portOpen } from '../../infra/provision/kafka/local-kafka.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { eventually } from '../kit/eventually.ts';
+import { runBridge } from '../cli/run-bridge.ts';
 
 // The README's start command, end to end: topics, migrations, ingress and worker from one process;
 // a signed webhook becomes state and an applied record; Ctrl-C stops the services and nothing else.
@@ -108,6 +109,17 @@ describe('npm start (infra/dev/up.ts)', () => {
     });
     await consumer.disconnect();
     expect(applied).toMatchObject({ event_id: event.event_id, action: 'upsert', resource: event.resource });
+
+    // The dev sources were seeded into Postgres (the apply of `bridge sources apply`), so the same
+    // file finds nothing to change.
+    const seeded = await db.pool.query("SELECT id FROM bridge_sources WHERE id LIKE 'demo%' ORDER BY id");
+    expect(seeded.rows.map((r) => r.id)).toEqual(['demo', 'demo-body', 'demo-std', 'demo-strict', 'demo-time']);
+    const dry = await runBridge(['sources', 'apply', '--dry-run', '-f', 'infra/dev/dev-sources.json'], {
+      ...(devEnv as Record<string, string>),
+      DATABASE_URL: db.url,
+    });
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('no change (5 source(s) unchanged)');
 
     up.kill('SIGINT');
     const code = await new Promise<number | null>((resolve) => up.once('exit', (c) => resolve(c)));
