@@ -322,6 +322,58 @@ describe('verifySignature, secret rotation', () => {
     });
     expect(result).toMatchObject({ ok: true, secretId: 'only-b' });
   });
+
+  it.each(['hmac-sha256', 'standard-webhooks', 'hmac-sha256-body'] as const)(
+    '%s: a secret verifies until its retireAfter and never after (secret_retired)',
+    (scheme) => {
+      const value = (n: number) => (scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, n).toString('base64') : `secret-${n}`);
+      const verifyAt = (at: number, secret: string, secrets: Array<{ id: string; value: string; retireAfter?: Date }>) => {
+        const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: at });
+        const names = SIGNATURE_HEADERS[scheme];
+        return verifySignature({
+          scheme,
+          secrets,
+          headers: {
+            id: headers[names.id],
+            timestamp: names.timestamp === undefined ? undefined : headers[names.timestamp],
+            signature: headers[names.signature],
+          },
+          rawBody: body,
+          now: at,
+          toleranceSeconds: 300,
+        });
+      };
+      const retireAfter = new Date((now + 10) * 1000);
+      const secrets = [
+        { id: 'old', value: value(1), retireAfter },
+        { id: 'new', value: value(2) },
+      ];
+      expect(verifyAt(now + 9, value(1), secrets)).toMatchObject({ ok: true, secretId: 'old' });
+      expect(verifyAt(now + 10, value(1), secrets)).toMatchObject({ ok: false, reason: 'secret_retired' });
+      expect(verifyAt(now + 10, value(2), secrets)).toMatchObject({ ok: true, secretId: 'new' });
+      // Signed with both: the active one verifies.
+      const both = (at: number) => {
+        const names = SIGNATURE_HEADERS[scheme];
+        const a = signWebhook({ scheme, secret: value(1), id: 'evt_rot', body, timestamp: at });
+        const b = signWebhook({ scheme, secret: value(2), id: 'evt_rot', body, timestamp: at });
+        return verifySignature({
+          scheme,
+          secrets,
+          headers: {
+            id: 'evt_rot',
+            timestamp: names.timestamp === undefined ? undefined : a[names.timestamp],
+            signature: `${a[names.signature]} ${b[names.signature]}`,
+          },
+          rawBody: body,
+          now: at,
+          toleranceSeconds: 300,
+        });
+      };
+      expect(both(now + 11)).toMatchObject({ ok: true, secretId: 'new' });
+      // A signature no secret made is still no_matching_signature.
+      expect(verifyAt(now + 11, value(3), secrets)).toMatchObject({ ok: false, reason: 'no_matching_signature' });
+    },
+  );
 });
 
 describe('verifySignature, hmac-sha256-body', () => {

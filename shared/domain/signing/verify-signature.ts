@@ -5,7 +5,7 @@ import type { SignatureScheme } from './schemes.ts';
 export interface SigningSecret {
   id: string;
   value: string;
-  /** During a rotation: when the provider should have stopped signing with it (it still verifies). */
+  /** During a rotation: when the provider stops signing with it. It verifies until then, never after. */
   retireAfter?: Date;
 }
 
@@ -25,8 +25,9 @@ export interface VerifySignatureInput {
   toleranceSeconds: number;
 }
 
+/** secret_retired: the signature matches only secrets past their retireAfter. */
 export type SignatureFailureReason =
-  'missing_header' | 'malformed_timestamp' | 'timestamp_out_of_window' | 'malformed_signature' | 'no_matching_signature';
+  'missing_header' | 'malformed_timestamp' | 'timestamp_out_of_window' | 'malformed_signature' | 'no_matching_signature' | 'secret_retired';
 
 /**
  * `timestamp` and `clockSkewSeconds` are set once the timestamp has been read, and only for a
@@ -79,20 +80,26 @@ export function verifySignature(input: VerifySignatureInput): VerifySignatureRes
   // The signed content (see signedContent) goes to the HMAC in pieces: no copy of the body.
   const prefix = signedPrefix(scheme, headers.id, timed ? headers.timestamp : undefined);
   let matchedSecretId: string | undefined;
+  let matchedRetired = false;
   // No early exit: every secret and every candidate is compared, so timing does not reveal
-  // which secret (or which position in the header) matched.
+  // which secret (or which position in the header) matched. A retired secret is compared too, so
+  // a provider still signing with it is told apart (secret_retired) from a forger; it never verifies.
   for (const secret of secrets) {
     const key = cachedKey(scheme, secret);
     if (key === undefined) continue;
+    const retired = secret.retireAfter !== undefined && secret.retireAfter.getTime() <= now * 1000;
     const hmac = createHmac('sha256', key);
     if (prefix.length > 0) hmac.update(prefix, 'utf8');
     const expected = hmac.update(rawBody).digest();
     for (const candidate of parsed.candidates) {
-      if (timingSafeEqual(expected, candidate) && matchedSecretId === undefined) matchedSecretId = secret.id;
+      if (!timingSafeEqual(expected, candidate)) continue;
+      if (retired) matchedRetired = true;
+      else matchedSecretId ??= secret.id;
     }
   }
 
   if (matchedSecretId !== undefined) return { ok: true, secretId: matchedSecretId, ...window };
+  if (matchedRetired) return { ok: false, reason: 'secret_retired', ...skew };
   return { ok: false, reason: parsed.malformed ? 'malformed_signature' : 'no_matching_signature', ...skew };
 }
 
