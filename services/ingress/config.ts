@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
-import { loadSources } from '#domain/sources/index.ts';
+import { keyringFromEnv, loadSources } from '#domain/sources/index.ts';
 import type { IngressConfig } from './ingress.ts';
 
 /** The ingress's own tuning; startIngress fills in what its config leaves out from here. */
@@ -44,7 +44,7 @@ export function clientConnectionShare(maxConnections: number): number {
   return Math.max(1, Math.floor(maxConnections / 4));
 }
 
-export const ingressEnvSchema = z.object({
+const ingressEnvFields = z.object({
   ...kafkaEnv.shape,
   ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
   ...adminHostEnv.shape,
@@ -52,7 +52,13 @@ export const ingressEnvSchema = z.object({
   TOPIC_EVENTS: topicEnv.shape.TOPIC_EVENTS,
   PORT: portSchema.default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
-  WEBHOOK_SOURCES_FILE: z.string({ error: 'WEBHOOK_SOURCES_FILE is required (path to the webhook sources JSON)' }).min(1),
+  // file: the sources file, read once at start-up (a file-only deployment); postgres: the sources
+  // as data, kept current while the ingress runs (shared/domain/sources/live.ts).
+  SOURCES_FROM: z.enum(['file', 'postgres']).default('file'),
+  WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
+  DATABASE_URL: z.string().url().optional(),
+  BRIDGE_SECRET_KEYS: z.string().optional(),
+  BRIDGE_SECRET_KEY_ID: z.string().optional(),
   BODY_LIMIT_BYTES: positiveIntSchema.default(ingressDefaults.bodyLimitBytes),
   ACK_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.ackTimeoutMs),
   RETRY_AFTER_SECONDS: positiveIntSchema.default(ingressDefaults.retryAfterSeconds),
@@ -69,9 +75,31 @@ export const ingressEnvSchema = z.object({
   BODY_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.bodyTimeoutMs),
 });
 
+/**
+ * What each SOURCES_FROM needs, named when it is missing; checked even when other variables are
+ * wrong, so one start-up error lists every problem.
+ */
+export const ingressEnvSchema = ingressEnvFields.superRefine(
+  (env, ctx) => {
+    const missing = (name: string, why: string) => ctx.addIssue({ code: 'custom', path: [name], message: `${name} is required ${why}` });
+    const from = env.SOURCES_FROM ?? 'file';
+    if (from === 'file' && env.WEBHOOK_SOURCES_FILE === undefined)
+      missing('WEBHOOK_SOURCES_FILE', '(path to the webhook sources JSON), or set SOURCES_FROM=postgres');
+    if (from === 'postgres') {
+      if (env.DATABASE_URL === undefined) missing('DATABASE_URL', 'with SOURCES_FROM=postgres (the database the sources live in)');
+      if (!env.BRIDGE_SECRET_KEYS?.trim())
+        missing('BRIDGE_SECRET_KEYS', "with SOURCES_FROM=postgres (id:base64 keys that open the sources' secrets)");
+    }
+  },
+  { when: (payload) => typeof payload.value === 'object' && payload.value !== null },
+);
+
 export type IngressEnv = z.infer<typeof ingressEnvSchema>;
 
-/** Throws SourcesConfigError when a secret is missing: the ingress never starts without its secrets. */
+/**
+ * Throws SourcesConfigError when a secret of the file is missing (the ingress never starts without
+ * its secrets), SecretKeyError when BRIDGE_SECRET_KEYS is malformed.
+ */
 export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, string | undefined> = process.env): IngressConfig {
   return {
     port: env.PORT,
@@ -81,7 +109,15 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     brokers: env.KAFKA_BROKERS,
     clientId: env.KAFKA_CLIENT_ID ?? 'ingress',
     topic: env.TOPIC_EVENTS,
-    sources: loadSources(env.WEBHOOK_SOURCES_FILE, rawEnv),
+    sources: env.SOURCES_FROM === 'file' ? loadSources(env.WEBHOOK_SOURCES_FILE!, rawEnv) : [],
+    ...(env.SOURCES_FROM === 'postgres'
+      ? {
+          sourcesFromPostgres: {
+            databaseUrl: env.DATABASE_URL!,
+            keyring: keyringFromEnv({ BRIDGE_SECRET_KEYS: env.BRIDGE_SECRET_KEYS, BRIDGE_SECRET_KEY_ID: env.BRIDGE_SECRET_KEY_ID })!,
+          },
+        }
+      : {}),
     bodyLimitBytes: env.BODY_LIMIT_BYTES,
     ackTimeoutMs: env.ACK_TIMEOUT_MS,
     retryAfterSeconds: env.RETRY_AFTER_SECONDS,

@@ -8,11 +8,13 @@ import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { startAdminServer } from '#plumbing/observability/admin-server.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
-import type { WebhookSource } from '#domain/sources/index.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { LiveSources, type SecretKeyring, type WebhookSource } from '#domain/sources/index.ts';
 import { clientConnectionShare, ingressDefaults } from './config.ts';
 import { BodyBudget, ConnectionShare } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
 import { errorBody } from './pipeline/answer.ts';
+import { SourceLimiter } from './pipeline/limit.ts';
 import { SourceDirectory } from './pipeline/preflight.ts';
 import { REJECTIONS } from './pipeline/rejections.ts';
 import { BatchingPublisher } from './publisher.ts';
@@ -29,7 +31,13 @@ export interface IngressConfig {
   clientId?: string;
   /** The events topic; it must exist (topics come from shared/plumbing/kafka/topics.ts, never auto-created). */
   topic: string;
+  /** The sources served (from the file); ignored with sourcesFromPostgres. */
   sources: WebhookSource[];
+  /**
+   * Sources from Postgres (SOURCES_FROM=postgres) instead: the port listens at once and serves
+   * none until the first load (readiness 503 until then), then each change is swapped in whole.
+   */
+  sourcesFromPostgres?: SourcesFromPostgres;
   bodyLimitBytes?: number;
   ackTimeoutMs?: number;
   retryAfterSeconds?: number;
@@ -61,6 +69,15 @@ export interface IngressConfig {
   logBufferBytes?: number;
 }
 
+export interface SourcesFromPostgres {
+  databaseUrl: string;
+  keyring: SecretKeyring;
+  /** How often the configuration version is checked besides LISTEN (default 1 s). */
+  pollMs?: number;
+  /** How often the served version and the secrets' last use are written (default 5 s). */
+  reportMs?: number;
+}
+
 export interface IngressDeps {
   logger?: Logger;
   registry?: Registry;
@@ -77,8 +94,10 @@ export interface IngressHandle {
   port: number;
   adminPort: number;
   registry: Registry;
-  /** Broker reachable and accepting requests (what /readyz reports). */
+  /** Broker reachable, sources loaded and accepting requests (what /readyz reports). */
   ready: () => boolean;
+  /** The sources configuration version served: -1 before the first load from Postgres, 0 from the file. */
+  configVersion: () => number;
   /** Requests being handled right now (read, verified or waiting for their ack). */
   activeRequests: () => number;
   /** Stops accepting, answers in-flight requests after their acks, flushes, disconnects. */
@@ -94,16 +113,44 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const logger = deps.logger ?? createLogger({ name: 'ingress', level: config.logLevel });
   const registry = deps.registry ?? new Registry();
   const budget = new BodyBudget(settings.maxInflightBodyBytes, settings.maxClientBodyBytes);
-  const metrics = createIngressMetrics(registry, { inflightBodyBytes: () => budget.usedBytes });
+  const fromPostgres = config.sourcesFromPostgres;
+  let live: LiveSources | undefined;
+  const metrics = createIngressMetrics(registry, {
+    inflightBodyBytes: () => budget.usedBytes,
+    config: () => (live ? { version: live.version, healthy: live.healthy } : { version: 0, healthy: true }),
+  });
   for (const reason of OVERLOAD_REASONS) metrics.overloadRefusals.inc({ reason }, 0);
   const nowSeconds = deps.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const kafka = deps.kafka ?? createKafka({ brokers: config.brokers, clientId: config.clientId ?? 'ingress', logger });
-  const sources = new SourceDirectory(config.sources);
-  for (const source of config.sources) {
-    for (const secret of source.secrets) {
-      if (secret.retireAfter)
-        metrics.secretRetireAfter.set({ source: source.id, secret_id: secret.id }, secret.retireAfter.getTime() / 1000);
+  const sources = new SourceDirectory(fromPostgres ? [] : config.sources, { loaded: fromPostgres === undefined });
+  const limiter = new SourceLimiter(settings.bodyLimitBytes);
+  const showRetirements = (served: readonly WebhookSource[]) => {
+    metrics.secretRetireAfter.reset();
+    for (const source of served) {
+      for (const secret of source.secrets) {
+        if (secret.retireAfter)
+          metrics.secretRetireAfter.set({ source: source.id, secret_id: secret.id }, secret.retireAfter.getTime() / 1000);
+      }
     }
+  };
+  showRetirements(fromPostgres ? [] : config.sources);
+  const configPool =
+    fromPostgres && createPool({ url: fromPostgres.databaseUrl, max: 2, applicationName: 'bridge-ingress-config', logger });
+  if (fromPostgres && configPool) {
+    live = new LiveSources({
+      pool: configPool,
+      databaseUrl: fromPostgres.databaseUrl,
+      keyring: fromPostgres.keyring,
+      logger,
+      role: 'ingress',
+      pollMs: fromPostgres.pollMs,
+      reportMs: fromPostgres.reportMs,
+      onSnapshot: (snapshot) => {
+        sources.replace(snapshot.sources);
+        limiter.retain(new Set(snapshot.sources.map((s) => s.id)));
+        showRetirements(snapshot.sources);
+      },
+    });
   }
 
   const publisher = new BatchingPublisher({
@@ -130,6 +177,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     logger,
     tracing: deps.tracing ?? TRACING_OFF,
     topic: config.topic,
+    limiter,
+    ...(live ? { onVerified: (sourceId: string, secretId: string) => live.noteUse(sourceId, secretId) } : {}),
   });
 
   const app = express();
@@ -208,21 +257,33 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     logger,
     // publisher.status says why the broker is unavailable: the admin server logs it, never answers it.
     ready: async () => ({
-      ready: !webhooks.closing && publisher.available,
-      checks: { broker: publisher.available || publisher.status, accepting: !webhooks.closing },
+      ready: !webhooks.closing && publisher.available && sources.loaded,
+      checks: {
+        broker: publisher.available || publisher.status,
+        accepting: !webhooks.closing,
+        sources: sources.loaded || 'no sources loaded from Postgres yet',
+      },
     }),
   }).catch(async (error: unknown) => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     await publisher.close();
+    await configPool?.end().catch(() => {});
     throw error;
   });
+
+  // Not awaited: start() retries until Postgres answers, logging each failure, while the port
+  // answers 503 and readiness says why.
+  void live?.start().catch((error: unknown) => logger.error({ err: error }, 'sources: live loading stopped'));
 
   // Listening before the first broker probe: /readyz answers (false) while the broker or the
   // topic is missing, instead of the port staying closed.
   await publisher.start();
 
   const displayHost = (host: string | undefined) => (host === undefined || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
-  logger.info({ port, adminPort: admin.port, topic: config.topic, sources: sources.ids }, 'ingress listening');
+  logger.info(
+    { port, adminPort: admin.port, topic: config.topic, sourcesFrom: fromPostgres ? 'postgres' : 'file', sources: sources.ids },
+    'ingress listening',
+  );
 
   let closed: Promise<void> | undefined;
   async function shutdown(): Promise<void> {
@@ -231,6 +292,10 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     server.closeIdleConnections();
     // In-flight requests still get their ack (or their 503) before the producer goes away.
     await webhooks.whenIdle(settings.ackTimeoutMs + 2000);
+    // After the drain, so the last requests' secret uses are written.
+    // A first load still retrying ends at its next attempt; nothing waits for it.
+    await live?.stop();
+    await configPool?.end().catch(() => {});
     await publisher.close();
     server.closeIdleConnections();
     const forced = setTimeout(() => server.closeAllConnections(), 1000);
@@ -247,7 +312,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     port,
     adminPort: admin.port,
     registry,
-    ready: () => !webhooks.closing && publisher.available,
+    ready: () => !webhooks.closing && publisher.available && sources.loaded,
+    configVersion: () => (live ? live.version : 0),
     activeRequests: () => webhooks.active,
     close: () => (closed ??= shutdown()),
   };

@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
-import { SourcesConfigError } from '#domain/sources/index.ts';
+import { SecretKeyError, SourcesConfigError } from '#domain/sources/index.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from './config.ts';
 import { startIngress } from './ingress.ts';
 
@@ -10,7 +10,7 @@ let config;
 try {
   config = ingressConfigFromEnv(env);
 } catch (error) {
-  if (error instanceof SourcesConfigError) {
+  if (error instanceof SourcesConfigError || error instanceof SecretKeyError) {
     console.error(error.message);
     process.exit(1);
   }

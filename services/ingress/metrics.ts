@@ -14,11 +14,19 @@ export interface IngressMetrics {
   overloadRefusals: Counter<'reason'>;
   eventRefusals: Counter<'source' | 'reason'>;
   inflightBodyBytes: Gauge;
+  sourceLimited: Counter<'source' | 'limit'>;
+  configVersion: Gauge;
+  configSourceHealthy: Gauge;
 }
 
 export interface IngressReadings {
   /** Body bytes buffered across requests right now (read at scrape time only). */
   inflightBodyBytes: () => number;
+  /**
+   * The configuration served (read at scrape time): its version and whether the last check reached
+   * Postgres. Sources from the file: version 0, healthy.
+   */
+  config?: () => { version: number; healthy: boolean };
 }
 
 /** Registers on the registry it is given (one per service instance), never the global one. */
@@ -102,6 +110,28 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
       registers,
       collect() {
         if (readings) this.set(readings.inflightBodyBytes());
+      },
+    }),
+    sourceLimited: new Counter({
+      name: 'webhook_source_limited_total',
+      help: "Verified requests answered 429 over their source's limits on this ingress, by limit (requests or bytes per second)",
+      labelNames: ['source', 'limit'],
+      registers,
+    }),
+    configVersion: new Gauge({
+      name: 'bridge_config_version',
+      help: 'The sources configuration version this instance serves (-1: not loaded yet; 0: sources from the file)',
+      registers,
+      collect() {
+        this.set(readings?.config?.().version ?? 0);
+      },
+    }),
+    configSourceHealthy: new Gauge({
+      name: 'bridge_config_source_healthy',
+      help: "1 while this instance's last check of the sources reached Postgres, 0 while it serves what it has without it (1 with sources from the file)",
+      registers,
+      collect() {
+        this.set(readings?.config?.().healthy === false ? 0 : 1);
       },
     }),
   };

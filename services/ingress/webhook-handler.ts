@@ -6,6 +6,7 @@ import { readRawBody, releaseBody, type BodyBudget, type BodyDeadlines } from '.
 import type { IngressMetrics } from './metrics.ts';
 import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './pipeline/answer.ts';
 import { parseAndMatch } from './pipeline/parse.ts';
+import type { SourceLimiter } from './pipeline/limit.ts';
 import { bodyRejection, preflight, type PreflightOptions, type SourceDirectory } from './pipeline/preflight.ts';
 import { publish, type EventPublisher } from './pipeline/publish.ts';
 import type { Rejection } from './pipeline/rejections.ts';
@@ -28,6 +29,10 @@ export interface WebhookHandlerOptions {
   tracing: Tracing;
   /** The events topic (span names and attributes). */
   topic: string;
+  /** Each source's requests and bytes per second on this ingress (verified requests only). */
+  limiter: SourceLimiter;
+  /** Told of each verified request: which secret verified it (sources from Postgres record it). */
+  onVerified?: (sourceId: string, secretId: string) => void;
 }
 
 const INTERNAL_ERROR: Rejection = { kind: 'internal_error' };
@@ -138,6 +143,9 @@ export class WebhookHandler {
     const verified = verify(delivery, read.body, options.nowSeconds, options.metrics);
     if (verifySpan) endStep(verifySpan, 'kind' in verified ? verified.kind : undefined);
     if ('kind' in verified) return this.reject(verified, sourceId);
+    options.onVerified?.(delivery.source.id, verified.secretId);
+    const limited = options.limiter.take(delivery.source, read.body.length);
+    if (limited) return this.reject(limited, sourceId);
     const event = parseAndMatch(delivery, verified, read.body, receivedAt, this.parseOptions);
     if ('kind' in event) return this.reject(event, sourceId);
     if (span === undefined) {

@@ -9,13 +9,15 @@ export interface Answer {
   /** The log line's `reason`: `accepted`, or the rejection's reason from REJECTIONS. */
   reason: string;
   retryAfter: boolean;
+  /** The Retry-After value when this answer has its own (a source's rate limit); else the ingress's. */
+  retryAfterSeconds?: number;
   closeConnection: boolean;
   /** Known once the envelope parsed. */
   event: MatchedEvent | undefined;
   bodySha256: string | undefined;
 }
 
-export type RejectionMetrics = Pick<IngressMetrics, 'signatureFailures' | 'overloadRefusals' | 'eventRefusals'>;
+export type RejectionMetrics = Pick<IngressMetrics, 'signatureFailures' | 'overloadRefusals' | 'eventRefusals' | 'sourceLimited'>;
 
 export function errorBody(error: string, message?: string): string {
   return JSON.stringify(message === undefined ? { error } : { error, message });
@@ -38,6 +40,7 @@ export function rejectionAnswer(rejection: Rejection): Answer {
     body: typeof message === 'function' ? errorBody(row.code, message(rejection)) : STATIC_BODIES[rejection.kind]!,
     reason: row.reason,
     retryAfter: row.retryAfter === true,
+    ...('retryAfterSeconds' in rejection ? { retryAfterSeconds: rejection.retryAfterSeconds } : {}),
     closeConnection: row.closeConnection === true || ('bodyUnbounded' in rejection && rejection.bodyUnbounded),
     event,
     bodySha256: event !== undefined ? event.bodySha256 : 'bodySha256' in rejection ? rejection.bodySha256 : undefined,
@@ -59,7 +62,8 @@ export function acceptedAnswer(event: MatchedEvent): Answer {
 /** `closing`: the ingress is shutting down, so no answer keeps its connection. */
 export function answerHeaders(answer: Answer, retryAfterSeconds: string, closing: boolean): Record<string, string> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
-  if (answer.retryAfter) headers['retry-after'] = retryAfterSeconds;
+  if (answer.retryAfter)
+    headers['retry-after'] = answer.retryAfterSeconds === undefined ? retryAfterSeconds : String(answer.retryAfterSeconds);
   if (answer.closeConnection || closing) headers.connection = 'close';
   return headers;
 }
@@ -70,4 +74,5 @@ export function countRejection(metrics: RejectionMetrics, rejection: Rejection, 
   if (row.signatureFailure) metrics.signatureFailures.inc({ source: sourceLabel, reason: row.reason });
   if (row.overload) metrics.overloadRefusals.inc({ reason: row.reason });
   if (row.eventRefusal) metrics.eventRefusals.inc({ source: sourceLabel, reason: row.reason });
+  if (rejection.kind === 'source_rate_limited') metrics.sourceLimited.inc({ source: sourceLabel, limit: rejection.limit });
 }

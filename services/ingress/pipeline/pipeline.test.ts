@@ -10,6 +10,7 @@ import { createIngressMetrics, type IngressMetrics } from '../metrics.ts';
 import { PublishError, type PublishErrorCode, type PublishRecord } from '../publisher.ts';
 import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './answer.ts';
 import { parseAndMatch } from './parse.ts';
+import { SourceLimiter } from './limit.ts';
 import { bodyRejection, preflight, SourceDirectory, type Delivery, type PreflightOptions } from './preflight.ts';
 import { publish, type EventPublisher } from './publish.ts';
 import { REJECTIONS, type Rejection, type RejectionKind } from './rejections.ts';
@@ -86,6 +87,8 @@ class RecordingPublisher implements EventPublisher {
 }
 
 const covered = new Set<RejectionKind>();
+// One set of metrics per registry a test passes in, so several runs add to the same counters.
+const runMetrics = new WeakMap<Registry, IngressMetrics>();
 
 interface Run {
   answer: Answer;
@@ -95,20 +98,30 @@ interface Run {
 }
 
 /** What WebhookHandler does, minus the socket: every step in order, the first rejection answered. */
-async function run(sourceId: string, request: Signed, publisher: EventPublisher = new RecordingPublisher(), closing = false): Promise<Run> {
-  const registry = new Registry();
-  const metrics = createIngressMetrics(registry);
+async function run(
+  sourceId: string,
+  request: Signed,
+  publisher: EventPublisher = new RecordingPublisher(),
+  closing = false,
+  setup: { options?: PreflightOptions; limiter?: SourceLimiter; registry?: Registry } = {},
+): Promise<Run> {
+  const registry = setup.registry ?? new Registry();
+  const metrics = setup.registry && runMetrics.has(setup.registry) ? runMetrics.get(setup.registry)! : createIngressMetrics(registry);
+  runMetrics.set(registry, metrics);
+  const preflightOptions = setup.options ?? options;
   const done = (rejection: Rejection | undefined, answer: Answer): Run => {
     if (rejection) {
       covered.add(rejection.kind);
-      countRejection(metrics, rejection, options.sources.label(sourceId));
+      countRejection(metrics, rejection, preflightOptions.sources.label(sourceId));
     }
     return { answer, rejection, metrics, registry };
   };
-  const delivery = preflight(options, sourceId, request.headers, false, closing);
+  const delivery = preflight(preflightOptions, sourceId, request.headers, false, closing);
   if ('kind' in delivery) return done(delivery, rejectionAnswer(delivery));
   const verified = verify(delivery, request.body, clock, metrics);
   if ('kind' in verified) return done(verified, rejectionAnswer(verified));
+  const limited = setup.limiter?.take(delivery.source, request.body.length);
+  if (limited) return done(limited, rejectionAnswer(limited));
   const event = parseAndMatch(delivery, verified, request.body, RECEIVED_AT, { maxDepth: 32 });
   if ('kind' in event) return done(event, rejectionAnswer(event));
   const refused = await publish(publisher, event, request.body);
@@ -210,6 +223,25 @@ describe('preflight', () => {
     const { answer } = await run('demo', signed('demo'), undefined, true);
     expect(answer).toMatchObject({ status: 503, reason: 'shutting_down', retryAfter: true, closeConnection: true });
     expect(json(answer)).toEqual({ error: 'unavailable' });
+  });
+
+  it('answers every id 503 with Retry-After until sources are loaded, then serves each set replace() gives', async () => {
+    const directory = new SourceDirectory([], { loaded: false });
+    const setup = { options: { sources: directory, bodyLimitBytes: BODY_LIMIT } };
+    for (const id of ['demo', 'nobody']) {
+      const { answer } = await run(id, signed(id), undefined, false, setup);
+      expect(answer).toMatchObject({ status: 503, reason: 'sources_not_loaded', retryAfter: true, closeConnection: false });
+      expect(json(answer)).toEqual({ error: 'unavailable' });
+    }
+    directory.replace(SOURCES);
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(202);
+    // A request past lookup keeps its source; the next one sees the new set.
+    const inFlight = delivered('demo', signed('demo'));
+    directory.replace(SOURCES.filter((s) => s.id !== 'demo'));
+    expect(inFlight.source.id).toBe('demo');
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer).toMatchObject({ status: 401, reason: 'unknown_source' });
+    expect(directory.label('demo')).toBe('unknown');
+    expect((await run('demo-std', signed('demo-std'), undefined, false, setup)).answer.status).toBe(202);
   });
 
   it('refuses a declared body over the limit, and closes the connection', async () => {
@@ -380,6 +412,40 @@ describe('verify', () => {
     expect(answer).toMatchObject({ status: 401, reason, retryAfter: false, closeConnection: false });
     expect(json(answer)).toEqual({ error: 'unauthorized' });
     expect(await counter(registry, 'webhook_signature_failures_total')).toEqual({ [`demo|${reason}`]: 1 });
+  });
+
+  it('a secret past its retireAfter no longer verifies: 401, counted as secret_retired; until then it verifies', async () => {
+    const demo = SOURCES.find((s) => s.id === 'demo')!;
+    const rotating = (retireAfterSeconds: number) => ({
+      options: {
+        sources: new SourceDirectory([
+          {
+            ...demo,
+            secrets: [
+              { id: 'old', value: SECRETS.DEMO_SECRET, retireAfter: new Date(retireAfterSeconds * 1000) },
+              { id: 'new', value: 'the-next-long-enough-hmac-secret' },
+            ],
+          },
+        ]),
+        bodyLimitBytes: BODY_LIMIT,
+      },
+    });
+    const before = await run('demo', signed('demo'), undefined, false, rotating(NOW + 1));
+    expect(before.answer.status).toBe(202);
+    expect(await counter(before.registry, 'webhook_signature_verifications_total')).toEqual({ 'demo|old': 1 });
+    const after = await run('demo', signed('demo'), undefined, false, rotating(NOW));
+    expect(after.rejection?.kind).toBe('signature_secret_retired');
+    expect(after.answer).toMatchObject({ status: 401, reason: 'secret_retired' });
+    expect(json(after.answer)).toEqual({ error: 'unauthorized' });
+    expect(await counter(after.registry, 'webhook_signature_failures_total')).toEqual({ 'demo|secret_retired': 1 });
+    const next = await run(
+      'demo',
+      signed('demo', undefined, { secret: 'the-next-long-enough-hmac-secret' }),
+      undefined,
+      false,
+      rotating(NOW),
+    );
+    expect(await counter(next.registry, 'webhook_signature_verifications_total')).toEqual({ 'demo|new': 1 });
   });
 
   it('observes the clock skew of a known source, also when the timestamp is out of the window', async () => {
@@ -565,6 +631,88 @@ describe('parse and match', () => {
   });
 });
 
+describe('per-source limits', () => {
+  const demo = SOURCES.find((s) => s.id === 'demo')!;
+  const limitedTo = (limits: NonNullable<(typeof demo)['limits']>) => ({
+    sources: new SourceDirectory([{ ...demo, limits }]),
+    bodyLimitBytes: BODY_LIMIT,
+  });
+
+  it('requests per second: a burst of one second, then 429 with Retry-After until a token is back; counted', async () => {
+    let nowMs = 0;
+    const limiter = new SourceLimiter(BODY_LIMIT, () => nowMs);
+    const registry = new Registry();
+    const setup = { options: limitedTo({ requestsPerSecond: 2 }), limiter, registry };
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(202);
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(202);
+    const { answer, rejection } = await run('demo', signed('demo'), undefined, false, setup);
+    expect(rejection).toEqual({ kind: 'source_rate_limited', limit: 'requests', retryAfterSeconds: 1 });
+    expect(answer).toMatchObject({ status: 429, reason: 'source_rate_limited', retryAfter: true });
+    expect(json(answer)).toEqual({
+      error: 'source_rate_limited',
+      message: 'this source is over its requests per second on this ingress; retry after 1 s',
+    });
+    expect(answerHeaders(answer, '5', false)['retry-after']).toBe('1');
+    expect(await counter(registry, 'webhook_source_limited_total')).toEqual({ 'demo|requests': 1 });
+    nowMs = 499;
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(429);
+    nowMs = 500;
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(202);
+    expect(await counter(registry, 'webhook_source_limited_total')).toEqual({ 'demo|requests': 2 });
+  });
+
+  it('a slow rate: Retry-After is the whole seconds until the next token', () => {
+    let nowMs = 0;
+    const limiter = new SourceLimiter(BODY_LIMIT, () => nowMs);
+    const source = { ...demo, limits: { requestsPerSecond: 0.1 } };
+    expect(limiter.take(source, 100)).toBeUndefined();
+    expect(limiter.take(source, 100)).toMatchObject({ retryAfterSeconds: 10 });
+    nowMs = 7_500;
+    expect(limiter.take(source, 100)).toMatchObject({ retryAfterSeconds: 3 });
+    nowMs = 10_000;
+    expect(limiter.take(source, 100)).toBeUndefined();
+  });
+
+  it('bytes per second: the burst holds at least one body at the body limit; a refused request takes nothing', () => {
+    let nowMs = 0;
+    const limiter = new SourceLimiter(4096, () => nowMs);
+    const source = { ...demo, limits: { bytesPerSecond: 1024, requestsPerSecond: 100 } };
+    expect(limiter.take(source, 4096)).toBeUndefined();
+    expect(limiter.take(source, 512)).toEqual({ kind: 'source_rate_limited', limit: 'bytes', retryAfterSeconds: 1 });
+    nowMs = 250;
+    expect(limiter.take(source, 512)).toEqual({ kind: 'source_rate_limited', limit: 'bytes', retryAfterSeconds: 1 });
+    nowMs = 500;
+    expect(limiter.take(source, 512)).toBeUndefined();
+    expect(limiter.take(source, 3000)).toMatchObject({ limit: 'bytes', retryAfterSeconds: 3 });
+    // A bytes rate above the body limit: a second's worth is the burst.
+    const fast = { ...demo, id: 'fast', limits: { bytesPerSecond: 10_000 } };
+    expect(limiter.take(fast, 4096)).toBeUndefined();
+    expect(limiter.take(fast, 4096)).toBeUndefined();
+    expect(limiter.take(fast, 4096)).toMatchObject({ limit: 'bytes' });
+  });
+
+  it('changed limits start from a full bucket; a source without limits is never limited', () => {
+    const limiter = new SourceLimiter(BODY_LIMIT, () => 0);
+    expect(limiter.take({ ...demo, limits: { requestsPerSecond: 1 } }, 10)).toBeUndefined();
+    expect(limiter.take({ ...demo, limits: { requestsPerSecond: 1 } }, 10)).toMatchObject({ limit: 'requests' });
+    expect(limiter.take({ ...demo, limits: { requestsPerSecond: 2 } }, 10)).toBeUndefined();
+    limiter.retain(new Set());
+    expect(limiter.take({ ...demo, limits: { requestsPerSecond: 2 } }, 10)).toBeUndefined();
+    for (let i = 0; i < 100; i += 1) expect(limiter.take(demo, BODY_LIMIT)).toBeUndefined();
+  });
+
+  it('counts verified requests only: forged ones do not use up the budget', async () => {
+    const limiter = new SourceLimiter(BODY_LIMIT, () => 0);
+    const setup = { options: limitedTo({ requestsPerSecond: 1 }), limiter };
+    for (let i = 0; i < 5; i += 1) {
+      const forged = await run('demo', signed('demo', undefined, { secret: 'a-forger-s-long-enough-secret' }), undefined, false, setup);
+      expect(forged.answer.status).toBe(401);
+    }
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(202);
+    expect((await run('demo', signed('demo'), undefined, false, setup)).answer.status).toBe(429);
+  });
+});
+
 describe('publish', () => {
   it.each([
     ['record_too_large', 413, 'payload_too_large', false],
@@ -615,6 +763,9 @@ describe('the rejection table', () => {
     signature_timestamp_out_of_window: [401, 'unauthorized'],
     signature_malformed_signature: [401, 'unauthorized'],
     signature_no_matching_signature: [401, 'unauthorized'],
+    signature_secret_retired: [401, 'unauthorized'],
+    sources_not_loaded: [503, 'unavailable'],
+    source_rate_limited: [429, 'source_rate_limited'],
     invalid_utf8: [400, 'invalid_utf8'],
     invalid_json: [400, 'invalid_json'],
     too_deep: [400, 'too_deep'],

@@ -37,10 +37,27 @@ export class SourceDirectory {
     toleranceSeconds: 300,
     resourceTypes: [],
   };
-  private readonly byId: ReadonlyMap<string, WebhookSource>;
+  private byId: ReadonlyMap<string, WebhookSource>;
+  private isLoaded: boolean;
 
-  constructor(sources: readonly WebhookSource[]) {
+  /** `loaded: false`: sources come later (from Postgres); until replace() every request is refused. */
+  constructor(sources: readonly WebhookSource[], { loaded = true }: { loaded?: boolean } = {}) {
     this.byId = new Map(sources.map((s) => [s.id, s]));
+    this.isLoaded = loaded;
+  }
+
+  /** Whether a set of sources was given yet. */
+  get loaded(): boolean {
+    return this.isLoaded;
+  }
+
+  /**
+   * Swaps in a whole new set at once (a snapshot from Postgres). A request already past lookup
+   * keeps the source object it got; the next lookup sees the new set.
+   */
+  replace(sources: readonly WebhookSource[]): void {
+    this.byId = new Map(sources.map((s) => [s.id, s]));
+    this.isLoaded = true;
   }
 
   get ids(): string[] {
@@ -102,6 +119,10 @@ export function preflight(
   const declaredBytes = declared.ok && declared.value !== undefined ? Number(declared.value) : undefined;
   const bodyUnbounded = !bodyComplete && (declaredBytes === undefined || declaredBytes > limit);
   if (closing) return SHUTTING_DOWN;
+  // No source known yet (sources from Postgres, not loaded since start-up): 503 with Retry-After
+  // rather than the 401 of an unknown source, so providers retry instead of counting a failure
+  // (some disable an endpoint after enough 4xx). Every id gets it alike: nothing is enumerated.
+  if (!options.sources.loaded) return { kind: 'sources_not_loaded', bodyUnbounded };
   if (declaredBytes !== undefined && declaredBytes > limit) return BODY_TOO_LARGE;
   if (!isJsonContentType(headers)) return { kind: 'unsupported_media_type', bodyUnbounded };
 

@@ -33,6 +33,7 @@ type PublishRejection<K extends PublishErrorCode = PublishErrorCode> = K extends
 export type Rejection =
   // preflight
   | { kind: 'shutting_down' }
+  | ({ kind: 'sources_not_loaded' } & BeforeBody)
   | { kind: 'body_too_large' }
   | ({ kind: 'unsupported_media_type' } & BeforeBody)
   | ({ kind: 'missing_header'; header: string } & BeforeBody)
@@ -48,6 +49,8 @@ export type Rejection =
   // verify
   | { kind: 'unknown_source' }
   | Plain<SignatureRejectionKind>
+  // the source's own limits, for verified requests only
+  | { kind: 'source_rate_limited'; limit: 'requests' | 'bytes'; retryAfterSeconds: number }
   // parse and match
   | ParseRejection
   | ({ kind: 'event_id_mismatch'; header: string } & AboutEvent)
@@ -99,6 +102,7 @@ const REQUEST_TIMEOUT = { status: 408, code: 'request_timeout', closeConnection:
  */
 export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extract<Rejection, { kind: K }>> } = {
   shutting_down: { ...UNAVAILABLE, reason: 'shutting_down', closeConnection: true },
+  sources_not_loaded: { ...UNAVAILABLE, reason: 'sources_not_loaded' },
   body_too_large: { status: 413, reason: 'body_too_large', code: 'payload_too_large', closeConnection: true },
   unsupported_media_type: { status: 415, reason: 'unsupported_media_type', code: 'unsupported_media_type' },
   missing_header: {
@@ -156,6 +160,17 @@ export const REJECTIONS: { readonly [K in RejectionKind]: RejectionAnswer<Extrac
   signature_timestamp_out_of_window: { ...UNAUTHORIZED, reason: 'timestamp_out_of_window' },
   signature_malformed_signature: { ...UNAUTHORIZED, reason: 'malformed_signature' },
   signature_no_matching_signature: { ...UNAUTHORIZED, reason: 'no_matching_signature' },
+  // Signed with a secret past its retireAfter only: the provider has not switched yet.
+  signature_secret_retired: { ...UNAUTHORIZED, reason: 'secret_retired' },
+
+  // Over the source's requests or bytes per second on this ingress; Retry-After says when a token is back.
+  source_rate_limited: {
+    status: 429,
+    reason: 'source_rate_limited',
+    code: 'source_rate_limited',
+    message: (r) => `this source is over its ${r.limit} per second on this ingress; retry after ${r.retryAfterSeconds} s`,
+    retryAfter: true,
+  },
 
   // Not JSON, or not a structure anyone should read: 400. JSON that breaks the contract: 422.
   invalid_utf8: { status: 400, reason: 'invalid_utf8', code: 'invalid_utf8', message: (r) => r.message },

@@ -14,6 +14,7 @@ const SIGNATURE_REJECTIONS: { readonly [R in SignatureFailureReason]: { kind: `s
   timestamp_out_of_window: { kind: 'signature_timestamp_out_of_window' },
   malformed_signature: { kind: 'signature_malformed_signature' },
   no_matching_signature: { kind: 'signature_no_matching_signature' },
+  secret_retired: { kind: 'signature_secret_retired' },
 };
 
 /**
