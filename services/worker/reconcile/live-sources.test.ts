@@ -27,6 +27,8 @@ describe('reconcileSourcesOf', () => {
     const sources = reconcileSourcesOf(snapshot, { OK_TOKEN: 'tok' }, logger);
     expect(sources.map((s) => s.id)).toEqual(['ok']);
     expect(sources[0]!.reconcile.auth).toEqual({ header: 'Authorization', value: 'Bearer tok' });
-    expect(lines.join('')).toMatch(/source \\"missing\\" pulls nothing: .*MISSING_TOKEN is not set/);
+    expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toContain(
+      'reconcile: source "missing" pulls nothing: source "missing" reconcile.auth: environment variable MISSING_TOKEN is not set',
+    );
   });
 });

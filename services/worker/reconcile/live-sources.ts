@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Pool } from 'pg';
-import { LiveSources, toReconcileSource, type LiveSnapshot, type ReconcileSource } from '#domain/sources/index.ts';
+import { LiveSources, SourcesConfigError, toReconcileSource, type LiveSnapshot, type ReconcileSource } from '#domain/sources/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { WorkerLiveSourcesConfig } from '../config.ts';
 import { registerConfigMetrics } from '../metrics.ts';
@@ -22,10 +22,8 @@ export function reconcileSourcesOf(
       const source = toReconcileSource(spec, env);
       if (source !== undefined) sources.push(source);
     } catch (error) {
-      logger.error(
-        { version: snapshot.version, source: spec.id },
-        `reconcile: source "${spec.id}" pulls nothing: ${(error as Error).message}`,
-      );
+      const why = error instanceof SourcesConfigError ? error.problems.join('; ') : (error as Error).message;
+      logger.error({ version: snapshot.version, source: spec.id }, `reconcile: source "${spec.id}" pulls nothing: ${why}`);
     }
   }
   return sources;
