@@ -9,15 +9,7 @@ import pg from 'pg';
 import type { Pool } from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { SigningSecret } from '#domain/signing/index.ts';
-import {
-  CONFIG_CHANNEL,
-  listSecretRows,
-  listSourceRows,
-  readConfigVersion,
-  recordSecretUses,
-  reportInstance,
-} from '#domain/store/sources.ts';
-import { withTransaction } from '#plumbing/db/transaction.ts';
+import { CONFIG_CHANNEL, readConfigSnapshot, readConfigVersion, recordSecretUses, reportInstance } from '#domain/store/sources.ts';
 import { openSecret, type SecretKeyring } from './secret-box.ts';
 import { storedSourceSchema, toWebhookSource, type StoredSource } from './source-spec.ts';
 import type { WebhookSource } from './sources-config.ts';
@@ -38,15 +30,7 @@ export interface LoadOptions {
 
 export async function loadLiveSnapshot(pool: Pool, keyring: SecretKeyring | undefined, options: LoadOptions = {}): Promise<LiveSnapshot> {
   const withSecrets = options.secrets !== false;
-  const { version, rows, secrets } = await withTransaction(
-    pool,
-    async (client) => ({
-      version: await readConfigVersion(client),
-      rows: await listSourceRows(client),
-      secrets: withSecrets ? await listSecretRows(client) : [],
-    }),
-    'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
-  );
+  const { version, rows, secrets } = await readConfigSnapshot(pool, { secrets: withSecrets });
   const problems: string[] = [];
   const sources: WebhookSource[] = [];
   const specs: StoredSource[] = [];

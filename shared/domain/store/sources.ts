@@ -1,6 +1,7 @@
 // Sources as data (migration 0019): the rows behind the operator API, the CLI's `bridge sources`
 // and every ingress's and worker's live configuration. shared/domain/sources/catalog.ts owns the rules.
 import type { Pool, PoolClient } from 'pg';
+import { withTransaction } from '#plumbing/db/transaction.ts';
 
 type Queryable = Pool | PoolClient;
 
@@ -36,6 +37,25 @@ export interface AuditRow {
   sourceId: string | null;
   configVersion: number;
   diff: unknown;
+}
+
+/**
+ * The configuration as one consistent read: the version and the rows it stands for (a write between
+ * the statements cannot pair a version with rows of another).
+ */
+export async function readConfigSnapshot(
+  pool: Pool,
+  options: { secrets: boolean } = { secrets: true },
+): Promise<{ version: number; rows: SourceRow[]; secrets: SecretRow[] }> {
+  return withTransaction(
+    pool,
+    async (client) => ({
+      version: await readConfigVersion(client),
+      rows: await listSourceRows(client),
+      secrets: options.secrets ? await listSecretRows(client) : [],
+    }),
+    'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+  );
 }
 
 export async function readConfigVersion(q: Queryable): Promise<number> {
