@@ -26,6 +26,7 @@ import { reconcileRoutes, reconcileSetup } from './routes/reconcile.ts';
 import { resourceRoutes } from './routes/resource.ts';
 import { searchRoutes } from './routes/search.ts';
 import { signInRoutes } from './routes/sign-in.ts';
+import { sourcesRoutes } from './routes/sources.ts';
 import { API_PREFIX, operatorApi } from './api/api.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -158,6 +159,7 @@ export async function startConsole(
   app.use(dlqRoutes(pages));
   app.use(signInRoutes(pages, throttle));
   app.use(reconcileRoutes(pages, reconcile));
+  app.use(sourcesRoutes(pages));
 
   const server: http.Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(s)));

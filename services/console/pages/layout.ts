@@ -14,6 +14,7 @@ const NAV = [
   { href: '/dlq', label: 'Dead letters' },
   { href: '/resource', label: 'Resource' },
   { href: '/search', label: 'Search' },
+  { href: '/sources', label: 'Sources' },
 ];
 
 /** Problems reaching Postgres, the broker or the ingress: one banner each, at the top. */
