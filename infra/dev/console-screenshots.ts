@@ -56,6 +56,7 @@ const pages: Array<[string, string]> = [
   ['resource', `/resource?tenant=tenant_acme&type=theme&id=${themeId}`],
   ['dead-letters', '/dlq'],
   ['search', `/search?q=${versions[1]!.event_id}`],
+  ['sources', '/sources'],
 ];
 for (const [name, url] of pages) {
   await page.goto(`${consoleUrl}${url}`, { waitUntil: 'networkidle' });
