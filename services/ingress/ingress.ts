@@ -261,7 +261,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       checks: {
         broker: publisher.available || publisher.status,
         accepting: !webhooks.closing,
-        sources: sources.loaded || 'no sources loaded from Postgres yet',
+        // Sources from Postgres only: from the file they are loaded before the port opens.
+        ...(fromPostgres ? { sources: sources.loaded || 'no sources loaded from Postgres yet' } : {}),
       },
     }),
   }).catch(async (error: unknown) => {
