@@ -54,7 +54,7 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
     }),
     secretRetireAfter: new Gauge({
       name: 'webhook_secret_retire_after_timestamp_seconds',
-      help: 'A secret being rotated out: when the provider should have stopped signing with it (retireAfter in the sources file)',
+      help: 'A secret being rotated out: its retireAfter, after which it no longer verifies (signature failures, reason secret_retired)',
       labelNames: ['source', 'secret_id'],
       registers,
     }),
