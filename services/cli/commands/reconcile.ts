@@ -6,7 +6,7 @@ import {
   resourceRefProblem,
   type ReconcileReport,
 } from '#domain/reconcile/index.ts';
-import { loadReconcileSources, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
+import { loadReconcileSources, reconcileSourcesFromDatabase, SourcesConfigError, type ReconcileSource } from '#domain/sources/index.ts';
 import { CommandFailed, flag, stringOption, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 
@@ -15,7 +15,8 @@ export const reconcileCommand: CommandSpec = {
   summary: "pull one resource's snapshot from its provider's API and apply it through the worker",
   usage: '<tenant> <resource_type> <resource_id> [--source S]',
   details: [
-    'GETs the resource from the `reconcile.url` of the source that owns the tenant and type (WEBHOOK_SOURCES_FILE;',
+    'GETs the resource from the `reconcile.url` of the source that owns the tenant and type (WEBHOOK_SOURCES_FILE,' +
+      ' or the sources in Postgres with SOURCES_FROM=postgres;',
     "the auth header from its environment variable), with the source's timeout, retries, rate limit and breaker.",
     'A snapshot above the stored version is published to the events topic as an event from `reconcile`',
     "(trigger `operator`), with the provider's own version; the worker applies it like a webhook, so it reaches",
@@ -46,11 +47,18 @@ export const reconcileCommand: CommandSpec = {
     if (refused !== undefined) throw new UsageError(refused);
     const dryRun = flag(args, 'dry-run');
     const sourceId = stringOption(args, 'source');
-    const file = ctx.env.WEBHOOK_SOURCES_FILE;
-    if (!file) throw new CommandFailed("WEBHOOK_SOURCES_FILE is not set (the sources file with each source's `reconcile` settings)");
     let sources: ReconcileSource[];
     try {
-      sources = loadReconcileSources(file, ctx.env);
+      // SOURCES_FROM=postgres: the sources the workers follow; else the sources file, as the worker reads it.
+      if (ctx.env.SOURCES_FROM === 'postgres') sources = await reconcileSourcesFromDatabase(ctx.pool(), ctx.env);
+      else {
+        const file = ctx.env.WEBHOOK_SOURCES_FILE;
+        if (!file)
+          throw new CommandFailed(
+            "WEBHOOK_SOURCES_FILE is not set (the sources file with each source's `reconcile` settings), nor SOURCES_FROM=postgres",
+          );
+        sources = loadReconcileSources(file, ctx.env);
+      }
     } catch (error) {
       if (error instanceof SourcesConfigError) throw new CommandFailed(error.message);
       throw error;

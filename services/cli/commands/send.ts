@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook, SIGNATURE_HEADERS } from '#domain/signing/index.ts';
-import { loadSources, SourcesConfigError } from '#domain/sources/index.ts';
+import { keyringFromEnv, loadSources, SecretKeyError, SourcesConfigError, webhookSourcesFromDatabase } from '#domain/sources/index.ts';
 import { CommandFailed, flag, intOption, stringOption, UsageError } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 
@@ -36,7 +36,8 @@ export const sendCommand: CommandSpec = {
     '(--source S --file event.json | --demo [--source S]) [--url U] [--secret-id ID] [--retry N] [--timestamp-format unix|iso] [--signature-format v1|bare]',
   details: [
     "Signs the file's exact bytes with the shared signing module, using the source's scheme and its first",
-    "secret from WEBHOOK_SOURCES_FILE (or --secret-id). The id header is the body's event_id.",
+    'secret from WEBHOOK_SOURCES_FILE, or from Postgres with SOURCES_FROM=postgres (or --secret-id). The id header is the',
+    "body's event_id.",
     `--demo sends a fresh sample theme.updated event (source "${DEMO_SOURCE}" unless --source is given).`,
     `--url is the ingress base URL (default INGRESS_URL or ${DEFAULT_INGRESS_URL}); a URL with a path is used as is.`,
     'Headers follow the scheme: hmac-sha256 and standard-webhooks send an id, a timestamp (now) and a signature;',
@@ -83,13 +84,20 @@ export const sendCommand: CommandSpec = {
     if (signatureFormat !== 'v1' && signatureFormat !== 'bare') throw new UsageError('--signature-format must be v1 or bare');
     const url = webhookUrl(stringOption(args, 'url') ?? ctx.env.INGRESS_URL ?? DEFAULT_INGRESS_URL, sourceId);
 
-    const sourcesFile = ctx.env.WEBHOOK_SOURCES_FILE;
-    if (!sourcesFile) throw new CommandFailed("WEBHOOK_SOURCES_FILE is not set (the sources file with each source's scheme and secrets)");
     let sources;
     try {
-      sources = loadSources(sourcesFile, ctx.env);
+      // SOURCES_FROM=postgres: the secrets the running ingresses verify with, opened with BRIDGE_SECRET_KEYS.
+      if (ctx.env.SOURCES_FROM === 'postgres') sources = await webhookSourcesFromDatabase(ctx.pool(), keyringFromEnv(ctx.env));
+      else {
+        const sourcesFile = ctx.env.WEBHOOK_SOURCES_FILE;
+        if (!sourcesFile)
+          throw new CommandFailed(
+            "WEBHOOK_SOURCES_FILE is not set (the sources file with each source's scheme and secrets), nor SOURCES_FROM=postgres",
+          );
+        sources = loadSources(sourcesFile, ctx.env);
+      }
     } catch (error) {
-      if (error instanceof SourcesConfigError) throw new CommandFailed(error.message);
+      if (error instanceof SourcesConfigError || error instanceof SecretKeyError) throw new CommandFailed(error.message);
       throw error;
     }
     const source = sources.find((s) => s.id === sourceId);
