@@ -172,6 +172,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     maxJsonDepth: settings.maxJsonDepth,
     retryAfterSeconds: settings.retryAfterSeconds,
     nowSeconds,
+    // A retire time holds to the millisecond on the real clock; an injected clock is used whole.
+    ...(deps.nowSeconds === undefined ? { nowMs: Date.now } : {}),
     publisher,
     metrics,
     logger,

@@ -22,6 +22,8 @@ export interface WebhookHandlerOptions {
   retryAfterSeconds: number;
   /** Unix seconds. */
   nowSeconds: () => number;
+  /** The clock a secret's retire time is compared with; absent: nowSeconds, to the second. */
+  nowMs?: () => number;
   publisher: EventPublisher;
   metrics: IngressMetrics;
   logger: Logger;
@@ -140,7 +142,7 @@ export class WebhookHandler {
       return refused === undefined ? undefined : this.reject(refused, sourceId);
     }
     const verifySpan = span && options.tracing.startSpan('verify', { kind: SpanKind.INTERNAL }, options.tracing.contextOf(span));
-    const verified = verify(delivery, read.body, options.nowSeconds, options.metrics);
+    const verified = verify(delivery, read.body, options.nowSeconds, options.metrics, options.nowMs);
     if (verifySpan) endStep(verifySpan, 'kind' in verified ? verified.kind : undefined);
     if ('kind' in verified) return this.reject(verified, sourceId);
     options.onVerified?.(delivery.source.id, verified.secretId);

@@ -26,6 +26,7 @@ export function verify(
   rawBody: Buffer,
   nowSeconds: () => number,
   metrics: VerifyMetrics,
+  nowMs?: () => number,
 ): VerifiedSignature | Rejection {
   const source = delivery.source;
   const verified = verifySignature({
@@ -34,6 +35,7 @@ export function verify(
     headers: { id: delivery.id, timestamp: delivery.timestamp, signature: delivery.signature },
     rawBody,
     now: nowSeconds(),
+    ...(nowMs === undefined ? {} : { nowMs: nowMs() }),
     toleranceSeconds: source.toleranceSeconds,
   });
   if (!delivery.known) return UNKNOWN_SOURCE;

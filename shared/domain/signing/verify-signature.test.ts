@@ -327,7 +327,7 @@ describe('verifySignature, secret rotation', () => {
     '%s: a secret verifies until its retireAfter and never after (secret_retired)',
     (scheme) => {
       const value = (n: number) => (scheme === 'standard-webhooks' ? 'whsec_' + Buffer.alloc(32, n).toString('base64') : `secret-${n}`);
-      const verifyAt = (at: number, secret: string, secrets: Array<{ id: string; value: string; retireAfter?: Date }>) => {
+      const verifyAt = (at: number, secret: string, secrets: Array<{ id: string; value: string; retireAfter?: Date }>, atMs?: number) => {
         const headers = signWebhook({ scheme, secret, id: 'evt_rot', body, timestamp: at });
         const names = SIGNATURE_HEADERS[scheme];
         return verifySignature({
@@ -340,6 +340,7 @@ describe('verifySignature, secret rotation', () => {
           },
           rawBody: body,
           now: at,
+          ...(atMs === undefined ? {} : { nowMs: atMs }),
           toleranceSeconds: 300,
         });
       };
@@ -351,6 +352,10 @@ describe('verifySignature, secret rotation', () => {
       expect(verifyAt(now + 9, value(1), secrets)).toMatchObject({ ok: true, secretId: 'old' });
       expect(verifyAt(now + 10, value(1), secrets)).toMatchObject({ ok: false, reason: 'secret_retired' });
       expect(verifyAt(now + 10, value(2), secrets)).toMatchObject({ ok: true, secretId: 'new' });
+      // Given the time in milliseconds, a retire time holds to the millisecond, not the second.
+      const midSecond = [{ ...secrets[0]!, retireAfter: new Date((now + 9) * 1000 + 400) }, secrets[1]!];
+      expect(verifyAt(now + 9, value(1), midSecond, (now + 9) * 1000 + 399)).toMatchObject({ ok: true, secretId: 'old' });
+      expect(verifyAt(now + 9, value(1), midSecond, (now + 9) * 1000 + 400)).toMatchObject({ ok: false, reason: 'secret_retired' });
       // Signed with both: the active one verifies.
       const both = (at: number) => {
         const names = SIGNATURE_HEADERS[scheme];

@@ -21,6 +21,8 @@ export interface VerifySignatureInput {
   rawBody: Uint8Array;
   /** Unix seconds. */
   now: number;
+  /** Milliseconds since the epoch, for the secrets' retire times (default `now` in milliseconds). */
+  nowMs?: number;
   /** The replay window; unused by a scheme without a timestamp (hmac-sha256-body). */
   toleranceSeconds: number;
 }
@@ -87,7 +89,7 @@ export function verifySignature(input: VerifySignatureInput): VerifySignatureRes
   for (const secret of secrets) {
     const key = cachedKey(scheme, secret);
     if (key === undefined) continue;
-    const retired = secret.retireAfter !== undefined && secret.retireAfter.getTime() <= now * 1000;
+    const retired = secret.retireAfter !== undefined && secret.retireAfter.getTime() <= (input.nowMs ?? now * 1000);
     const hmac = createHmac('sha256', key);
     if (prefix.length > 0) hmac.update(prefix, 'utf8');
     const expected = hmac.update(rawBody).digest();

@@ -97,6 +97,8 @@ export class LiveSources {
   #loading: Promise<void> | undefined;
   #again = false;
   #stopped = false;
+  /** The wait before the next first-load attempt; stop() ends it at once. */
+  #retryWait: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   #healthy = false;
   #uses = new Map<string, { sourceId: string; secretId: string; at: Date }>();
 
@@ -128,6 +130,8 @@ export class LiveSources {
     const pollMs = this.#options.pollMs ?? DEFAULT_CONFIG_POLL_MS;
     for (let attempt = 1; !this.#stopped; attempt += 1) {
       try {
+        // Listening before the load: a write committed between the two is heard, not missed.
+        await this.#listen().catch(() => {});
         await this.#reload(true);
         break;
       } catch (error) {
@@ -135,11 +139,12 @@ export class LiveSources {
           { err: error, attempt },
           'sources: cannot load them from Postgres; serving none until it answers (no last known set is kept on disk)',
         );
-        await new Promise((r) => setTimeout(r, Math.min(pollMs * attempt, 5000)));
+        await new Promise<void>((resolve) => {
+          this.#retryWait = { timer: setTimeout(resolve, Math.min(pollMs * attempt, 5000)), resolve };
+        });
       }
     }
     if (this.#stopped) return;
-    await this.#listen();
     this.#pollTimer = setInterval(() => void this.#check(), pollMs);
     this.#pollTimer.unref();
     this.#reportTimer = setInterval(() => void this.#report(), this.#options.reportMs ?? DEFAULT_REPORT_MS);
@@ -233,6 +238,10 @@ export class LiveSources {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    if (this.#retryWait) {
+      clearTimeout(this.#retryWait.timer);
+      this.#retryWait.resolve();
+    }
     clearInterval(this.#pollTimer);
     clearInterval(this.#reportTimer);
     await this.#loading?.catch(() => {});
