@@ -18,6 +18,8 @@ const consoleEnv = z
     INGRESS_ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.ingress),
     /** The sources file (as the worker's and the CLI's): the resource page's Reconcile uses its `reconcile` settings. */
     WEBHOOK_SOURCES_FILE: z.string().min(1).optional(),
+    /** postgres: the resource page's Reconcile follows the sources in Postgres, as the workers do. */
+    SOURCES_FROM: z.enum(['file', 'postgres']).default('file'),
     /** Host names (besides the loopback ones) a browser may use to reach the console: a DNS-rebinding guard. */
     CONSOLE_ALLOWED_HOSTS: z.string().default(''),
     /** Sign-in to read as well as to act; unset: on whenever CONSOLE_HOST is not a loopback address. */
@@ -53,6 +55,8 @@ export interface ConsoleConfig {
   logBufferBytes?: number;
   /** WEBHOOK_SOURCES_FILE; unset: no Reconcile on the resource page (it says why). */
   sourcesFile?: string | undefined;
+  /** SOURCES_FROM: postgres follows the sources in the database (live) instead of sourcesFile. */
+  sourcesFrom?: 'file' | 'postgres';
   /** Host names a request may name besides the loopback ones (CONSOLE_ALLOWED_HOSTS). */
   allowedHosts?: string[];
   /** Reading needs a signed-in operator too (default: when not on loopback). */
@@ -112,6 +116,7 @@ export function consoleConfigFrom(env: Record<string, string | undefined>): Cons
     logLevel: c.LOG_LEVEL,
     logBufferBytes: c.LOG_BUFFER_BYTES,
     sourcesFile: c.WEBHOOK_SOURCES_FILE,
+    sourcesFrom: c.SOURCES_FROM,
     allowedHosts: c.CONSOLE_ALLOWED_HOSTS.split(',')
       .map((h) => h.trim())
       .filter((h) => h !== ''),

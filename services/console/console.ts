@@ -22,7 +22,7 @@ import { loadDlqExpiry, type ConsoleClients } from './readers.ts';
 import { routeContext } from './routes/context.ts';
 import { dlqRoutes } from './routes/dlq.ts';
 import { overviewRoutes } from './routes/overview.ts';
-import { reconcileRoutes, reconcileSetup } from './routes/reconcile.ts';
+import { followLiveReconcileSources, reconcileRoutes, reconcileSetup } from './routes/reconcile.ts';
 import { resourceRoutes } from './routes/resource.ts';
 import { searchRoutes } from './routes/search.ts';
 import { signInRoutes } from './routes/sign-in.ts';
@@ -94,6 +94,7 @@ export async function startConsole(
   const signInToRead = config.signInToRead ?? false;
   const reconcile = reconcileSetup(config, clients, deps.env ?? process.env);
   if (!reconcile.ok) logger.info({ reason: reconcile.why }, 'reconcile from the resource page is unavailable');
+  const liveSources = followLiveReconcileSources(config, clients, reconcile, deps.env ?? process.env);
   const app = express();
   app.disable('x-powered-by');
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
@@ -183,6 +184,7 @@ export async function startConsole(
       clearInterval(sweeper);
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      await liveSources?.stop();
       if (reconcile.ok) await reconcile.reconciler.close();
       await owned?.close();
     },

@@ -12,7 +12,7 @@ import {
   type OnDemandReconciler,
   type ReconcileReport,
 } from '#domain/reconcile/index.ts';
-import { loadReconcileSources, SourcesConfigError } from '#domain/sources/index.ts';
+import { LiveSources, loadReconcileSources, reconcileSourcesOf, SourcesConfigError } from '#domain/sources/index.ts';
 import type { ConsoleConfig } from '../config.ts';
 import { isRefusal } from '../guard.ts';
 import {
@@ -32,8 +32,21 @@ const RECONCILE_WAIT_MS = 30_000;
 /** The console's on-demand reconciler (as `bridge reconcile`'s), or why there is none. */
 export type ReconcileSetup = { ok: true; reconciler: OnDemandReconciler; file: string } | { ok: false; why: string };
 
-/** Finds the sources the way the CLI does: WEBHOOK_SOURCES_FILE, loadReconcileSources (auth values from env). */
+/**
+ * Finds the sources the way the CLI does: WEBHOOK_SOURCES_FILE, loadReconcileSources (auth values
+ * from env); with SOURCES_FROM=postgres none yet, and followLiveReconcileSources keeps them current.
+ */
 export function reconcileSetup(config: ConsoleConfig, clients: ConsoleClients, env: Record<string, string | undefined>): ReconcileSetup {
+  if (config.sourcesFrom === 'postgres')
+    return {
+      ok: true,
+      reconciler: createOnDemandReconciler({
+        pool: clients.pool,
+        sources: [],
+        openPublisher: () => createEventsPublisher(clients.kafka, { topic: config.names.events, logger: clients.logger }),
+      }),
+      file: 'Postgres (SOURCES_FROM=postgres)',
+    };
   const file = config.sourcesFile;
   if (!file) return { ok: false, why: "WEBHOOK_SOURCES_FILE is not set (the sources file with each source's `reconcile` settings)" };
   try {
@@ -147,4 +160,35 @@ export function reconcileRoutes(
     }),
   );
   return router;
+}
+
+/**
+ * SOURCES_FROM=postgres: the reconcile sources follow the database while the console runs, as the
+ * workers' do (no secret is read: the console verifies nothing). Its configuration version is
+ * reported with the ingresses' and workers'.
+ */
+export function followLiveReconcileSources(
+  config: ConsoleConfig,
+  clients: ConsoleClients,
+  setup: ReconcileSetup,
+  env: Record<string, string | undefined>,
+): LiveSources | undefined {
+  if (config.sourcesFrom !== 'postgres' || !setup.ok) return undefined;
+  const logger = clients.logger.child({ component: 'sources' });
+  const live = new LiveSources({
+    pool: clients.pool,
+    databaseUrl: config.databaseUrl,
+    keyring: undefined,
+    secrets: false,
+    logger,
+    role: 'console',
+    onSnapshot: (snapshot) =>
+      setup.reconciler.setSources(
+        reconcileSourcesOf(snapshot, env, (source, why) =>
+          logger.error({ version: snapshot.version, source }, `reconcile: source "${source}" pulls nothing: ${why}`),
+        ),
+      ),
+  });
+  void live.start();
+  return live;
 }

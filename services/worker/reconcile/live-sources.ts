@@ -1,6 +1,11 @@
 import type { Registry } from 'prom-client';
 import type { Pool } from 'pg';
-import { LiveSources, SourcesConfigError, toReconcileSource, type LiveSnapshot, type ReconcileSource } from '#domain/sources/index.ts';
+import {
+  LiveSources,
+  reconcileSourcesOf as reconcileSourcesOfSnapshot,
+  type LiveSnapshot,
+  type ReconcileSource,
+} from '#domain/sources/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 import type { WorkerLiveSourcesConfig } from '../config.ts';
 import { registerConfigMetrics } from '../metrics.ts';
@@ -16,17 +21,9 @@ export function reconcileSourcesOf(
   env: Record<string, string | undefined>,
   logger: Logger,
 ): ReconcileSource[] {
-  const sources: ReconcileSource[] = [];
-  for (const spec of snapshot.specs) {
-    try {
-      const source = toReconcileSource(spec, env);
-      if (source !== undefined) sources.push(source);
-    } catch (error) {
-      const why = error instanceof SourcesConfigError ? error.problems.join('; ') : (error as Error).message;
-      logger.error({ version: snapshot.version, source: spec.id }, `reconcile: source "${spec.id}" pulls nothing: ${why}`);
-    }
-  }
-  return sources;
+  return reconcileSourcesOfSnapshot(snapshot, env, (source, why) =>
+    logger.error({ version: snapshot.version, source }, `reconcile: source "${source}" pulls nothing: ${why}`),
+  );
 }
 
 /**

@@ -40,6 +40,8 @@ export interface OnDemandOptions {
  */
 export interface OnDemandReconciler {
   readonly sources: readonly ReconcileSource[];
+  /** Replaces the sources (a live configuration change); a reconcile in progress finishes with the old ones. */
+  setSources: (sources: readonly ReconcileSource[]) => void;
   /** Throws a BridgeError `reconcile_not_configured` when no (or more than one) source fits; see isNotConfigured. */
   reconcile: (request: OnDemandRequest) => Promise<ReconcileReport>;
   close: () => Promise<void>;
@@ -53,8 +55,15 @@ export function createOnDemandReconciler(options: OnDemandOptions): OnDemandReco
     publish: (record) => (publisher ??= options.openPublisher()).publish(record),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
+  let sources = options.sources;
   return {
-    sources: options.sources,
+    get sources() {
+      return sources;
+    },
+    setSources: (next) => {
+      sources = next;
+      reconciler.setSources(next);
+    },
     reconcile: async (request) => {
       const resource = { tenant_id: request.tenantId, resource_type: request.type, resource_id: request.id };
       // A trigger the worker records during this pull is a question this answer may predate: its row stays.

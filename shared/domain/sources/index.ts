@@ -48,4 +48,4 @@ export {
 export type { DesiredSource, FieldProblem, RotateInput, SecretInput, SourceCreate, StoredSource } from './source-spec.ts';
 export { sourceLimitsSchema } from './sources-config.ts';
 export type { SourceLimits } from './sources-config.ts';
-export { reconcileSourcesFromDatabase, webhookSourcesFromDatabase } from './from-database.ts';
+export { reconcileSourcesFromDatabase, reconcileSourcesOf, webhookSourcesFromDatabase } from './from-database.ts';
