@@ -202,12 +202,10 @@ export function operatorApi({ pool, keyring, logger, throttle }: OperatorApiDeps
 
   // Nothing under /api/v1 falls through to the console's pages (or their sign-in redirect).
   router.use((req, res) => {
-    res
-      .status(404)
-      .json({
-        error: 'not_found',
-        message: `no ${req.method} ${req.originalUrl.split('?')[0]} in the operator API (see ${API_PREFIX}/openapi.json)`,
-      });
+    res.status(404).json({
+      error: 'not_found',
+      message: `no ${req.method} ${req.originalUrl.split('?')[0]} in the operator API (see ${API_PREFIX}/openapi.json)`,
+    });
   });
 
   router.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
