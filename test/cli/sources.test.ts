@@ -354,6 +354,16 @@ describe('bridge sources / tokens (as a subprocess)', () => {
     expect((await db.pool.query("SELECT revoked_at FROM bridge_operator_tokens WHERE name = 'deploy'")).rows[0].revoked_at).not.toBeNull();
     expect((await bridge(['tokens', 'list'])).stdout).toMatch(/deploy\s+write\s+\S+\s+-\s+\d{4}-/);
     expect((await bridge(['tokens', 'revoke', 'deploy'])).code).toBe(1);
+
+    // Who may change sources is itself a change: each create and revoke has its audit row, no token in it.
+    const audit = await db.pool.query("SELECT actor, action, diff FROM bridge_audit_log WHERE action LIKE 'token-%' ORDER BY id");
+    expect(audit.rows.map((r) => [r.action, r.diff[0].to?.name ?? r.diff[0].from?.name])).toEqual([
+      ['token-create', 'deploy'],
+      ['token-create', 'dashboard'],
+      ['token-revoke', 'deploy'],
+    ]);
+    expect(audit.rows.every((r) => String(r.actor).startsWith('cli:'))).toBe(true);
+    expect(JSON.stringify(audit.rows)).not.toContain(token);
   });
 
   it('no output of the run holds a secret value from the environment', () => {

@@ -1,19 +1,15 @@
 // `bridge tokens ...`: the named operator tokens of the operator API (/api/v1 on the console). A
 // token is 32 random bytes, printed once when created; only its SHA-256 is stored.
-import { createHash, randomBytes } from 'node:crypto';
-import { insertTokenRow, listTokenRows, revokeTokenRow } from '#domain/store/sources.ts';
+import { listTokenRows } from '#domain/store/sources.ts';
+import { createOperatorToken, revokeOperatorToken } from '#domain/sources/index.ts';
 import { CommandFailed, flag, requiredOption, UsageError, type ParsedArgs } from '../args.ts';
 import type { CommandSpec } from '../command.ts';
 import { renderTable } from '../output.ts';
+import { cliActor } from './sources.ts';
 
 const TOKEN_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const SCOPES = ['read', 'write'] as const;
 type Scope = (typeof SCOPES)[number];
-
-/** How the API looks a token up: the SHA-256 of the token's text. */
-export function tokenSha256(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
-}
 
 function tokenName(args: ParsedArgs, what: string): string {
   if (args.positionals.length !== 1) throw new UsageError(`${what} expects one token NAME`);
@@ -46,9 +42,8 @@ export const tokensCreate: CommandSpec = {
       ctx.out.result({ dry_run: true, name, scope }, `would create token ${name} (${scope})\n(dry run: nothing changed)`);
       return;
     }
-    const token = randomBytes(32).toString('base64url');
-    if (!(await insertTokenRow(pool, { name, sha256: tokenSha256(token), scope: scope as Scope })))
-      throw new CommandFailed(`a token named "${name}" exists (names are not reused, even revoked): pick another`);
+    const token = await createOperatorToken(pool, cliActor(ctx.env), name, scope as Scope);
+    if (token === undefined) throw new CommandFailed(`a token named "${name}" exists (names are not reused, even revoked): pick another`);
     ctx.out.result(
       { dry_run: false, name, scope, token },
       [`token ${name} (${scope}) created; it is shown this once, only its SHA-256 is kept:`, token].join('\n'),
@@ -101,7 +96,7 @@ export const tokensRevoke: CommandSpec = {
       ctx.out.result({ dry_run: true, name }, `would revoke token ${name}\n(dry run: nothing changed)`);
       return;
     }
-    if (!(await revokeTokenRow(pool, name))) throw new CommandFailed(`no live token named "${name}"`);
+    if (!(await revokeOperatorToken(pool, cliActor(ctx.env), name))) throw new CommandFailed(`no live token named "${name}"`);
     ctx.out.result({ dry_run: false, name, revoked: true }, `token ${name} revoked`);
   },
 };

@@ -2,7 +2,7 @@
 // its SHA-256 in bridge_operator_tokens, with a read or a write scope. Not the console's cookie: a
 // script has no session, and a header a browser never sends by itself leaves no cross-site request
 // to forge. Failed tokens count in the sign-in throttle, per client address.
-import { createHash } from 'node:crypto';
+import { tokenDigest } from '#domain/sources/operator-tokens.ts';
 import type { NextFunction, Request, Response } from 'express';
 import type pg from 'pg';
 import type { Logger } from '#plumbing/logging/logger.ts';
@@ -21,10 +21,7 @@ const REALM = 'bridge operator API';
 // Longer than any token the CLI hands out: refused before hashing or querying.
 const MAX_TOKEN_LENGTH = 512;
 
-/** How a token is stored: its SHA-256 (the token itself is shown once, when created). */
-export function tokenDigest(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
-}
+export { tokenDigest };
 
 /** The token of an `Authorization: Bearer <token>` header; undefined when there is none or another scheme. */
 export function bearerTokenOf(header: string | undefined): string | undefined {

@@ -49,3 +49,5 @@ export type { DesiredSource, FieldProblem, RotateInput, SecretInput, SourceCreat
 export { sourceLimitsSchema } from './sources-config.ts';
 export type { SourceLimits } from './sources-config.ts';
 export { reconcileSourcesFromDatabase, reconcileSourcesOf, webhookSourcesFromDatabase } from './from-database.ts';
+export { createOperatorToken, newOperatorToken, revokeOperatorToken, tokenDigest } from './operator-tokens.ts';
+export type { TokenScope } from './operator-tokens.ts';
