@@ -17,7 +17,7 @@ const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.en
 
 /** The bridge's own metric names in a PromQL text (its metrics start with these prefixes). */
 export function metricNamesIn(text: string): Set<string> {
-  return new Set([...text.matchAll(/\b(?:webhook|dead_letter|reconciliations)_[a-z0-9_]*/g)].map((m) => m[0]));
+  return new Set([...text.matchAll(/\b(?:webhook|dead_letter|reconciliations|bridge)_[a-z0-9_]*/g)].map((m) => m[0]));
 }
 
 function dashboardExpressions(): string[] {
@@ -89,6 +89,11 @@ describe('dashboard and alerts name only metrics the running services export', (
   it('the ingress exports when a rotating secret should retire (the alert BridgeRetiringSecretStillInUse reads it)', () => {
     expect(pages[0]).toContain('webhook_secret_retire_after_timestamp_seconds{source="rotating",secret_id="k_old"} 1801440000');
     expect(pages[0]).not.toContain('secret_id="k_new"} ');
+  });
+
+  it('an ingress reading the sources file serves configuration version 0, healthy (BridgeConfigLagging and BridgeConfigSourceUnreachable stay quiet)', () => {
+    expect(pages[0]).toMatch(/^bridge_config_version 0$/m);
+    expect(pages[0]).toMatch(/^bridge_config_source_healthy 1$/m);
   });
 
   it('every metric of the alerting rules is exported', () => {
