@@ -9,7 +9,6 @@ import {
   identifier,
   orderingConflicts,
   parseSourcesFile,
-  reconcileOrdering,
   resolveSources,
   retireAfter,
   secretProblem,
@@ -19,6 +18,7 @@ import {
   type ReconcileSettings,
   type ReconcileSource,
   type WebhookSource,
+  webhookSourceOf,
 } from './sources-config.ts';
 import { compileStrictSchema, type StrictSchema } from './strict-schemas.ts';
 
@@ -144,19 +144,7 @@ export function toWebhookSource(spec: StoredSource, secrets: SigningSecret[]): W
     }
     strictSchemas[type] = compiled;
   }
-  const { occurredAtTypes, maxFutureSkewSeconds } = reconcileOrdering({ ...spec, secrets: [], strictSchemas: {} });
-  return {
-    id: spec.id,
-    scheme: spec.scheme,
-    secrets,
-    tenants: [...spec.tenants],
-    toleranceSeconds: spec.toleranceSeconds,
-    resourceTypes: [...spec.resourceTypes],
-    ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
-    ...(occurredAtTypes === undefined ? {} : { occurredAtTypes }),
-    maxFutureSkewSeconds: maxFutureSkewSeconds ?? spec.maxFutureSkewSeconds,
-    ...(spec.limits === undefined ? {} : { limits: spec.limits }),
-  };
+  return webhookSourceOf(spec, secrets, strictSchemas);
 }
 
 /**

@@ -303,26 +303,32 @@ export function resolveSources(file: SourcesFile, options: ResolveOptions = {}):
         problems.push(`source "${source.id}" strictSchemas.${type}: ${(error as Error).message}`);
       }
     }
-    const ordering = source.ordering;
-    const occurredAtTypes = source.resourceTypes.filter(
-      (type) => (typeof ordering === 'string' ? ordering : (ordering[type] ?? 'version')) === 'occurred_at',
-    );
-    return {
-      id: source.id,
-      scheme: source.scheme,
-      secrets,
-      tenants: [...source.tenants],
-      toleranceSeconds: source.toleranceSeconds,
-      resourceTypes: [...source.resourceTypes],
-      ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
-      ...(occurredAtTypes.length > 0 ? { occurredAtTypes } : {}),
-      maxFutureSkewSeconds: source.maxFutureSkewSeconds,
-      ...(source.limits === undefined ? {} : { limits: source.limits }),
-    };
+    return webhookSourceOf(source, secrets, strictSchemas);
   });
   problems.push(...sharedSecretProblems(sources));
   if (problems.length > 0) throw new SourcesConfigError(problems);
   return sources;
+}
+
+/** A source as verification needs it, from its settings (file or database), opened secrets and compiled schemas. */
+export function webhookSourceOf(
+  source: Omit<SourceConfig, 'secrets' | 'strictSchemas'>,
+  secrets: SigningSecret[],
+  strictSchemas: Record<string, StrictSchema>,
+): WebhookSource {
+  const { occurredAtTypes } = reconcileOrdering(source);
+  return {
+    id: source.id,
+    scheme: source.scheme,
+    secrets,
+    tenants: [...source.tenants],
+    toleranceSeconds: source.toleranceSeconds,
+    resourceTypes: [...source.resourceTypes],
+    ...(Object.keys(strictSchemas).length > 0 ? { strictSchemas } : {}),
+    ...(occurredAtTypes === undefined ? {} : { occurredAtTypes }),
+    maxFutureSkewSeconds: source.maxFutureSkewSeconds,
+    ...(source.limits === undefined ? {} : { limits: source.limits }),
+  };
 }
 
 /**
@@ -443,7 +449,9 @@ export function resolveReconcileSources(
 }
 
 /** What a pull needs of a source's ordering: its time-ordered types and its future-skew bound. */
-export function reconcileOrdering(source: SourceConfig): Pick<ReconcileSource, 'occurredAtTypes' | 'maxFutureSkewSeconds'> {
+export function reconcileOrdering(
+  source: Pick<SourceConfig, 'ordering' | 'resourceTypes' | 'maxFutureSkewSeconds'>,
+): Pick<ReconcileSource, 'occurredAtTypes' | 'maxFutureSkewSeconds'> {
   const ordering = source.ordering;
   const occurredAtTypes = source.resourceTypes.filter(
     (type) => (typeof ordering === 'string' ? ordering : (ordering[type] ?? 'version')) === 'occurred_at',
