@@ -6,9 +6,10 @@ import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { send, startTestIngress, testSources } from './helpers.ts';
 
-// DESIGN.md: an unknown source is answered exactly like a bad signature, so source ids cannot be
-// enumerated. Whatever a request carries, every configured source that cannot verify it and an id
-// nobody configured must give the same answer (status, body, whether the connection stays open).
+// An unknown source is answered exactly like a bad signature (docs/architecture.md, the ingress),
+// so source ids cannot be enumerated. Whatever a request carries, every configured source that
+// cannot verify it and an id nobody configured must give the same answer (status, body, whether
+// the connection stays open).
 
 const WRONG_HMAC = 'not-the-secret-of-any-source-0123456789';
 const WRONG_STD = `whsec_${Buffer.from('not-the-secret-of-any-source-std').toString('base64')}`;

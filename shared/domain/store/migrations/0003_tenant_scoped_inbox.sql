@@ -8,7 +8,7 @@
 --    dead-lettered event no longer blocks the corrected republish of the same business effect.
 -- (A redelivery with other whitespace or another delivery_attempt is told from an anomaly by a
 -- fingerprint of the canonical envelope, computed from the stored payload only when the same id
--- comes again with other bytes: shared/contract/fingerprint.ts.)
+-- comes again with other bytes: shared/domain/contract/fingerprint.ts.)
 --
 -- inbox_events is the busiest table: the new indexes are built concurrently (writes go on), the
 -- NOT NULL is proven by a constraint validated without blocking writes, and the swap at the end

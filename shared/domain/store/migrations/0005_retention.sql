@@ -1,5 +1,5 @@
 -- migrate:concurrently
--- Retention (shared/retention): the worker prunes in small batches, oldest first. Every batch is an
+-- Retention (shared/domain/retention): the worker prunes in small batches, oldest first. Every batch is an
 -- index range scan that ends at its cutoff; none of them reads the table.
 --
 -- inbox_events: settled rows whose body is still there, and settled rows whose body is gone (these
