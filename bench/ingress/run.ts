@@ -124,9 +124,9 @@ Summary: (a) is the round with the median ratio; (b) is the median (b) round; th
 | (b) at half its peak rate, ${halfRate} req/s fixed (open loop) | ${fmt(half.rps, 0)} | ${fmt(half.p50, 2)} | ${fmt(half.p99, 2)} | | (same process) | ${others(half)} |
 | (b) again with Node's defaults (no ${NODE_FLAGS.join(' ')}, no ${Object.keys(serviceSpecs.ingress.env).join(' ')}) | ${fmt(plain.peak.rps, 0)} | ${fmt(plain.peak.p50, 2)} | ${fmt(plain.peak.p99, 2)} | ${fmt(plain.cpuMsPerRequest, 3)} | ${fmt(plain.rssMb)} | ${others(plain.peak)} |
 
-- Ratio b/a: **${fmt(ratio, 3)}**, the median of the rounds' ${rounds.map((r) => fmt(r.ratio, 3)).join(', ')} (target ≥ 0.5, issue 12) — ${ratio >= 0.5 ? 'met' : 'NOT met'}.
+- Ratio b/a: **${fmt(ratio, 3)}**, the median of the rounds' ${rounds.map((r) => fmt(r.ratio, 3)).join(', ')} (target ≥ 0.5) — ${ratio >= 0.5 ? 'met' : 'NOT met'}.
 - p99 at half of b's peak rate: **${fmt(half.p99, 2)} ms** (target ≤ 50 ms) — ${half.p99 <= 50 ? 'met' : 'NOT met'}.
-- Ingress peak RSS: **${fmt(ingressRss)} MB** (target ≤ 150 MB, issue 12) — ${ingressRss <= 150 ? 'met' : 'NOT met'}.
+- Ingress peak RSS: **${fmt(ingressRss)} MB** (target ≤ 150 MB) — ${ingressRss <= 150 ? 'met' : 'NOT met'}.
 - Reconciliation: ${records} records on the topic, ${ingressAcks} 2xx answers from the ingress (all ingress phases) — ${records === ingressAcks ? 'equal' : 'DIFFERENT'}.
 
 Latency at the fixed rate counts from each request's due time (open loop), so queueing behind a stall is included.

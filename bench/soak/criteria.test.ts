@@ -72,7 +72,7 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
     expect(drift((due, i) => (due < warmupMs ? 5000 : flat(due, i))).pass).toBe(true);
   });
 
-  it('issue 43: one noisy window, a sample at 400 ms among flat ones at 120 ms, does not fail it; nor do three', () => {
+  it('one noisy window, a sample at 400 ms among flat ones at 120 ms, does not fail it; nor do three', () => {
     const noisy = (windows: number[]) => (due: number, i: number) =>
       windows.some((w) => due >= w && due < w + SAMPLE_MS) ? flat(due, i) + 280 : flat(due, i);
     const one = drift(noisy([1_100_000]));
@@ -89,7 +89,7 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
     expect(d.pass).toBe(false);
   });
 
-  it('fails issue 35: from minute 8, a stall every 20 s that grows with time, the windows between flat', () => {
+  it('fails a stall every 20 s from minute 8 that grows with time, the windows between flat', () => {
     // Every 20 s, a stall of 2 s whose requests wait up to 130 ms at minute 8 and ~380 ms at minute 20.
     const d = drift((due, i) => {
       const base = flat(due, i);
@@ -101,11 +101,11 @@ describe('latency drift: the p90 of the per-sample p99s in the last window of lo
   });
 
   // The per-sample p99s of recorded 20-minute runs (bench/results/soak.md at each commit), first and
-  // last 5 minutes of the soak: the samples the criterion reads. bench/JOURNAL.md (issue 43) has the rest.
+  // last 5 minutes of the soak: the samples the criterion reads. bench/JOURNAL.md (its soak section) has the rest.
   const recorded = (first: number[], last: number[]) =>
     latencyDrift({ samples: samplesWithP99s(12, [...first, ...Array.from({ length: 48 }, () => 100), ...last]), sampleMs: SAMPLE_MS });
 
-  it("fails issue 35's run (8564dcc): spikes in five of the last thirty samples, the generator's own stalls", () => {
+  it("fails the run of 8564dcc: spikes in five of the last thirty samples, the generator's own stalls", () => {
     const d = recorded(
       [68, 63, 86, 70, 109, 101, 88, 75, 76, 90, 64, 61, 86, 56, 97, 56, 59, 58, 75, 54, 77, 56, 91, 72, 110, 89, 65, 81, 110, 83],
       [79, 74, 102, 95, 323, 76, 70, 97, 127, 151, 96, 83, 100, 75, 532, 258, 75, 356, 71, 132, 81, 72, 91, 93, 95, 269, 86, 83, 82, 70],

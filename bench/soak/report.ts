@@ -140,8 +140,8 @@ How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the firs
   **Growth** compares the median of the first ${run.rss[0]?.n ?? 3} samples after the warm-up with the median of the last ${run.rss[0]?.n ?? 3} before the load stops (a median, so one GC
   cycle's high or low point does not decide it).
 - **Event-loop delay**: the services register no prom-client default metrics (their /metrics has no \`nodejs_eventloop_lag_*\`), so \`${run.probe}\` is preloaded into
-  each (\`--import\`, as a bundle of its own; Node runs it in worker threads too): \`perf_hooks.monitorEventLoopDelay\` at 10 ms resolution, as prom-client's default metrics
-  measure it, one histogram per thread, read and reset over an IPC channel at each sample. Figures are the delay beyond the 10 ms timer period (prom-client's
+  each (\`--import\`, as a bundle of its own): \`perf_hooks.monitorEventLoopDelay\` at 10 ms resolution, as prom-client's default metrics
+  measure it, one histogram on each service's main thread, read and reset over an IPC channel at each sample. Figures are the delay beyond the 10 ms timer period (prom-client's
   \`nodejs_eventloop_lag_p99_seconds\` would read 10 ms more). Main threads of the ingress and the worker.
 - **Lag**: the worker's consumer group (\`bench-soak-applier-*\`) on the events topic, summed over partitions: high watermark minus committed offset
   (shared/plumbing/kafka/lag.ts; the worker commits after each chunk's transaction). **Back to 0**: after the last request is sent, the lag is read every
@@ -159,12 +159,12 @@ How each figure is taken, every ${run.sampleMs / 1000} s on a grid from the firs
 
 ## Results
 
-| criterion (issue 12) | measured | limit | |
+| criterion | measured | limit | |
 |---|---|---|---|
 ${run.rss.map(rssRow).join('\n')}
 | lag back to 0 after the load stops | **${Number.isFinite(run.lag.zeroAfterMs) ? `${fmt(run.lag.zeroAfterMs / 1000, 2)} s` : `not within ${run.drainTimeoutMs / 1000} s`}** (lag ${Number.isFinite(run.lag.atStop) ? n(run.lag.atStop) : 'n/a'} at the first reading, ${run.lag.readings} reading${run.lag.readings === 1 ? '' : 's'}) | ≤ ${run.lag.limitMs / 1000} s | ${verdict(run.lag.pass)} |
 | ledger: 2xx answers = applied records | ${ledgerMeasured} | exact | ${verdict(l.exact)} |
-| POST → applied p99 does not drift (issues 35, 43) | **${Number.isFinite(d.first.p99) ? fmt(d.ratio, 2) : 'n/a'}×**: p${DRIFT_WINDOW_PERCENTILE} of the per-sample p99s ${driftWindow(d.last)} against ${driftWindow(d.first)} | ≤ ${DRIFT_LIMIT}× | ${driftVerdict} |
+| POST → applied p99 does not drift | **${Number.isFinite(d.first.p99) ? fmt(d.ratio, 2) : 'n/a'}×**: p${DRIFT_WINDOW_PERCENTILE} of the per-sample p99s ${driftWindow(d.last)} against ${driftWindow(d.first)} | ≤ ${DRIFT_LIMIT}× | ${driftVerdict} |
 | the schedule answered 2xx, few 503s | **${fmt(a.share * 100, 2)}%** of ${n(a.scheduled)} scheduled answered 2xx; **${n(a.unavailable)}** answered 503 | ≥ ${ACHIEVED_SHARE_FLOOR * 100}%; ≤ ${n(Math.floor(a.scheduled * UNAVAILABLE_SHARE_LIMIT))} (${UNAVAILABLE_SHARE_LIMIT * 100}%) | ${verdict(a.pass)} |
 
 **${pass ? 'PASS' : 'FAIL'}**.
