@@ -68,7 +68,6 @@ export function topicSettingsFrom(env: z.infer<typeof topicEnv>): TopicSettings 
   };
 }
 
-export const adminPortEnv = z.object({ ADMIN_PORT: port.default(DEFAULTS.adminPort.ingress) });
 export const logEnv = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Log bytes held before a write to stdout (also flushed every 100 ms and at exit); 0: no holding back. */
