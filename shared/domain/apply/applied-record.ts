@@ -1,21 +1,6 @@
-import type { EventAction } from '#domain/contract/index.ts';
+import type { AppliedRecord } from '#domain/contract/index.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import type { ParsedEvent } from './types.ts';
-
-/** The record downstream teams read from the applied topic (value, JSON). */
-export interface AppliedRecord {
-  event_id: string;
-  tenant_id: string;
-  /** version: absent when the event carried none (a source ordering by occurred_at). */
-  resource: { type: string; id: string; version?: number };
-  /** Present only when occurred_at ordered the change (absent: its version did). */
-  ordered_by?: 'occurred_at';
-  action: EventAction;
-  /** The full snapshot; null for a delete (the tombstone keeps its version). */
-  data: Record<string, unknown> | null;
-  occurred_at: string;
-  applied_at: string;
-}
 
 export const APPLIED_HEADER_EVENT_ID = 'event-id';
 export const APPLIED_HEADER_SOURCE_TOPIC = 'source-topic';

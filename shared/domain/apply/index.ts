@@ -20,6 +20,5 @@ export {
   CLOUDEVENTS_SOURCE_PREFIX,
   buildAppliedRecord,
 } from './applied-record.ts';
-export type { AppliedRecord } from './applied-record.ts';
 export type { ApplyOutcome, ApplyResult, ParsedEvent, RecordHeaderValue, SourceRecord } from './types.ts';
 export { deliveryAttemptOf, toSourceRecord } from './source-record.ts';

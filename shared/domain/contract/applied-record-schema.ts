@@ -35,4 +35,5 @@ export const appliedRecordSchema = z
   })
   .meta({ title: 'Applied record', description: 'Value of a record on the applied (compacted) topic, key <tenant>/<type>/<id>' });
 
-export type AppliedRecordValue = z.infer<typeof appliedRecordSchema>;
+/** What buildAppliedRecord returns, taken from the schema so the code and the published schemas cannot drift. */
+export type AppliedRecord = z.infer<typeof appliedRecordSchema>;

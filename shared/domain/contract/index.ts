@@ -30,4 +30,4 @@ export { renderJsonSchemas, SCHEMAS_DIRECTORY } from './json-schema.ts';
 export type { SchemaFile } from './json-schema.ts';
 export { EVENT_HEADERS } from './event-headers.ts';
 export { appliedRecordSchema } from './applied-record-schema.ts';
-export type { AppliedRecordValue } from './applied-record-schema.ts';
+export type { AppliedRecord } from './applied-record-schema.ts';
