@@ -1,6 +1,7 @@
 // Read models for the operator console (services/console): outcome counts over time, search, the
 // applied records of a resource with their bytes. Reads only; the statement timeout of the pool
 // bounds them.
+import { APPLIED_ROWS_WITH_PUBLISHED_AT } from './outbox.ts';
 import type { Queryable } from './session.ts';
 
 export interface OutcomeMinuteRow {
@@ -115,13 +116,7 @@ export async function selectAppliedValues(client: Queryable, key: string, limit:
   const { rows } = await client.query<AppliedValueRow>({
     text: `
       SELECT o.id::text AS id, o.event_id, o.payload, o.created_at, b.published_at, o.traceparent
-      FROM applied_outbox AS o
-      LEFT JOIN LATERAL (
-        SELECT published_at FROM applied_outbox_batches
-        WHERE (last_tx, last_id) >= (o.tx, o.id)
-        ORDER BY last_tx, last_id
-        LIMIT 1
-      ) AS b ON true
+      FROM ${APPLIED_ROWS_WITH_PUBLISHED_AT}
       WHERE o.key = $1
       ORDER BY o.id DESC
       LIMIT $2`,

@@ -262,6 +262,19 @@ export async function selectNewestOutboxPosition(client: Queryable): Promise<Out
   return rows[0];
 }
 
+/**
+ * Applied rows `o`, each with `b.published_at`: when the relay's batch covering the row (the
+ * first whose end is at or past it) was published, NULL until then.
+ */
+export const APPLIED_ROWS_WITH_PUBLISHED_AT = `
+      applied_outbox AS o
+      LEFT JOIN LATERAL (
+        SELECT published_at FROM applied_outbox_batches
+        WHERE (last_tx, last_id) >= (o.tx, o.id)
+        ORDER BY last_tx, last_id
+        LIMIT 1
+      ) AS b ON true`;
+
 export interface AppliedRecordRow {
   event_id: string;
   created_at: Date;
@@ -276,13 +289,7 @@ export async function selectAppliedRecords(client: Queryable, key: string): Prom
   const { rows } = await client.query<AppliedRecordRow>({
     text: `
       SELECT o.event_id, o.created_at, b.published_at, o.traceparent
-      FROM applied_outbox AS o
-      LEFT JOIN LATERAL (
-        SELECT published_at FROM applied_outbox_batches
-        WHERE (last_tx, last_id) >= (o.tx, o.id)
-        ORDER BY last_tx, last_id
-        LIMIT 1
-      ) AS b ON true
+      FROM ${APPLIED_ROWS_WITH_PUBLISHED_AT}
       WHERE o.key = $1
       ORDER BY o.id DESC
       LIMIT 50`,
