@@ -1,4 +1,4 @@
-import { BridgeError, type ErrorCode } from '#plumbing/errors/bridge-error.ts';
+import { BridgeError, DB_OUTAGE_CODES, type ErrorCode } from '#plumbing/errors/bridge-error.ts';
 import { isDeadLetter } from './dead-letter.ts';
 import { SQLSTATE, SQLSTATE_CLASS, sqlstateOf } from './sqlstate.ts';
 
@@ -40,16 +40,7 @@ export const PERMANENT_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>([
 ]);
 
 /** Codes a BridgeError can carry to say "the infrastructure is down", not this event. */
-export const OUTAGE_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>([
-  'db_unavailable',
-  'db_connection_lost',
-  'db_shutdown',
-  'pool_exhausted',
-  'db_resources',
-  'db_auth',
-  'db_missing',
-  'connection_exception',
-]);
+export const OUTAGE_CODES: ReadonlySet<FailureCode> = new Set<ErrorCode>(DB_OUTAGE_CODES);
 
 const TRANSIENT_SQLSTATES: Readonly<Record<string, ErrorCode>> = {
   [SQLSTATE.serializationFailure]: 'serialization_failure',

@@ -1,4 +1,19 @@
 /**
+ * Postgres down for every event, not this one: classify-failure's outage codes (the consumer
+ * pauses and probes instead of routing the event down the retry chain).
+ */
+export const DB_OUTAGE_CODES = [
+  'db_unavailable',
+  'db_connection_lost',
+  'db_shutdown',
+  'pool_exhausted',
+  'db_resources',
+  'db_auth',
+  'db_missing',
+  'connection_exception',
+] as const;
+
+/**
  * Every code a BridgeError can carry: stable, low-cardinality, used as a metric label, a retry
  * header value and an inbox reason. A closed list (after platformatic/kafka's error codes), so a
  * dashboard or an alert can name them all and a typo fails typechecking.
@@ -24,14 +39,7 @@ export const ERROR_CODES = [
   'bad_mapping',
   'manual_reject',
   // Postgres, as classify-failure reads its errors.
-  'db_unavailable',
-  'db_connection_lost',
-  'db_shutdown',
-  'pool_exhausted',
-  'db_resources',
-  'db_auth',
-  'db_missing',
-  'connection_exception',
+  ...DB_OUTAGE_CODES,
   'serialization_failure',
   'deadlock_detected',
   'lock_timeout',
