@@ -1,3 +1,4 @@
+import type { SourceRecord } from '#domain/apply/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 
 export interface BenchEvent {
@@ -53,4 +54,39 @@ export function buildDataset(resources: number, seed = 7): Dataset {
   const events: BenchEvent[] = [];
   for (let round = 0; round < 10; round += 1) for (const seq of perResource) if (seq[round]) events.push(seq[round]!);
   return { events, duplicates: resources, stale: resources };
+}
+
+export interface LaneOptions {
+  topic: string;
+  partitions: number;
+  batchSize: number;
+  /** The partition each key is on. */
+  partitionOf: (key: string) => number;
+}
+
+/**
+ * The events as the worker's consumer sees them, for a ceiling that feeds the apply path straight:
+ * per partition (a lane), its records in offset order, in chunks of the worker's batch size.
+ */
+export function partitionLanes(events: readonly BenchEvent[], options: LaneOptions): SourceRecord[][][] {
+  const now = String(Date.now());
+  const perPartition: SourceRecord[][] = Array.from({ length: options.partitions }, () => []);
+  for (const e of events) {
+    const partition = options.partitionOf(e.key);
+    const list = perPartition[partition]!;
+    list.push({
+      topic: options.topic,
+      partition,
+      offset: String(list.length),
+      key: e.key,
+      value: Buffer.from(e.value),
+      timestamp: now,
+      headers: {},
+    });
+  }
+  return perPartition.map((records) => {
+    const chunks: SourceRecord[][] = [];
+    for (let i = 0; i < records.length; i += options.batchSize) chunks.push(records.slice(i, i + options.batchSize));
+    return chunks;
+  });
 }

@@ -23,7 +23,9 @@ import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs } from '../lib/machine.ts';
 import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { buildDataset } from './dataset.ts';
-import { copyCeilingReport, planCopyCeiling, runCopyCeiling, type CopyCeilingRound } from './copy-ceiling.ts';
+import { planCopyCeiling } from './copy-plan.ts';
+import { copyCeilingReport } from './copy-report.ts';
+import { runCopyCeiling, type CopyCeilingRound } from './copy-write.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 20_000);
 // Defaults are the worker's production defaults (services/worker/config.ts).
