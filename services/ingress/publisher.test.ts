@@ -63,27 +63,37 @@ describe('BatchingPublisher ack deadlines', () => {
   }, 10_000);
 });
 
-// A broker that acknowledges every produce request after `ackMs`, recording each request's size.
-function ackingBroker(ackMs: number): { kafka: Kafka; sends: number[] } {
+// A broker that holds each produce request until the test acknowledges it, recording each request's size.
+function heldBroker(): { kafka: Kafka; sends: number[]; sent: (count: number) => Promise<void>; ack: (index: number) => void } {
   const sends: number[] = [];
-  const kafka = fakeBroker(async ({ messages }) => {
+  const acks: Array<() => void> = [];
+  const waiting: Array<{ count: number; resolve: () => void }> = [];
+  const kafka = fakeBroker(({ messages }) => {
     sends.push(messages.length);
-    await new Promise((resolve) => setTimeout(resolve, ackMs));
-    return [];
+    const acked = new Promise<unknown>((resolve) => acks.push(() => resolve([])));
+    for (const w of waiting.filter((w) => sends.length >= w.count)) w.resolve();
+    return acked;
   });
-  return { kafka, sends };
+  /** Resolves once `count` produce requests have reached the broker. */
+  const sent = (count: number) => new Promise<void>((resolve) => (sends.length >= count ? resolve() : waiting.push({ count, resolve })));
+  return { kafka, sends, sent, ack: (index) => acks[index]!() };
 }
 
 describe('BatchingPublisher batching with PUBLISH_LINGER_MS=0', () => {
   it('sends the requests of one turn together, and what arrives during a send in the next batch', async () => {
-    const broker = ackingBroker(30);
+    const broker = heldBroker();
     const publisher = publisherOn(broker.kafka, { ackTimeoutMs: 5_000, maxBatchRecords: 100 });
     await publisher.start();
     const record = { key: 'k', value: Buffer.from('{}'), headers: {} };
     const first = [1, 2, 3].map(() => publisher.publish(record));
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    // The first batch is in flight (acks after 30 ms): these two wait and go out together next.
+    await broker.sent(1);
+    // The first batch is in flight (not acknowledged yet): these two wait and go out together next.
     const second = [1, 2].map(() => publisher.publish(record));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(broker.sends).toEqual([3]);
+    broker.ack(0);
+    await broker.sent(2);
+    broker.ack(1);
     await Promise.all([...first, ...second]);
     expect(broker.sends).toEqual([3, 2]);
     await publisher.close();

@@ -1,6 +1,6 @@
 import type { EachBatchPayload } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ApplyResult, SnapshotApplier } from '#domain/apply/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { coalescedCommits, createBatchHandler } from './batch-handler.ts';
@@ -66,29 +66,36 @@ describe('coalescedCommits', () => {
     expect(calls).toBe(1);
   });
   it('with minIntervalMs, a commit asked for within the interval waits out the rest of it, shared by everyone who asks meanwhile', async () => {
-    const share = coalescedCommits({ minIntervalMs: 60 });
-    const startedAt: number[] = [];
-    const commit = () => {
-      startedAt.push(performance.now());
-      return Promise.resolve();
-    };
-    const t0 = performance.now();
-    await share(commit);
-    expect(startedAt).toHaveLength(1);
-    // Asked for right after the first ended: it waits until 60 ms after the first began.
-    const second = share(commit);
-    const third = share(commit);
-    expect(third).toBe(second);
-    await new Promise((r) => setImmediate(r));
-    expect(startedAt).toHaveLength(1);
-    await Promise.all([second, third]);
-    expect(startedAt).toHaveLength(2);
-    expect(startedAt[1]! - t0).toBeGreaterThanOrEqual(58);
-    // Asked for after the interval has passed: sent at once.
-    await new Promise((r) => setTimeout(r, 70));
-    void share(commit);
-    expect(startedAt).toHaveLength(3);
-    await share.settled();
+    // The interval on a fake clock (its timer and performance.now()): exact whatever the machine's speed.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const share = coalescedCommits({ minIntervalMs: 60 });
+      const startedAt: number[] = [];
+      const commit = () => {
+        startedAt.push(performance.now());
+        return Promise.resolve();
+      };
+      const t0 = performance.now();
+      await share(commit);
+      expect(startedAt).toHaveLength(1);
+      // Asked for right after the first ended: it waits until 60 ms after the first began.
+      const second = share(commit);
+      const third = share(commit);
+      expect(third).toBe(second);
+      await vi.advanceTimersByTimeAsync(59);
+      expect(startedAt).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      await Promise.all([second, third]);
+      expect(startedAt).toHaveLength(2);
+      expect(startedAt[1]! - t0).toBe(60);
+      // Asked for after the interval has passed: sent at once.
+      await vi.advanceTimersByTimeAsync(70);
+      void share(commit);
+      expect(startedAt).toHaveLength(3);
+      await share.settled();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('with minIntervalMs, settled() waits for a commit that is waiting out its interval', async () => {
@@ -111,6 +118,10 @@ describe('createBatchHandler offset commits', () => {
     const registry = new Registry();
     const metrics = createWorkerMetrics(registry, async () => 0);
     const commits: Array<{ offsets: string[]; release: () => void }> = [];
+    const waiting: Array<{ count: number; resolve: () => void }> = [];
+    /** Resolves once `count` OffsetCommit requests have been sent. */
+    const committed = (count: number) =>
+      new Promise<void>((resolve) => (commits.length >= count ? resolve() : waiting.push({ count, resolve })));
     const resolved: string[] = [];
     const handler = createBatchHandler({
       applier: {} as SnapshotApplier,
@@ -133,12 +144,16 @@ describe('createBatchHandler offset commits', () => {
         resolveOffset: (offset: string) => resolved.push(offset),
         heartbeat: async () => {},
         uncommittedOffsets: () => ({ topics: [{ topic: 't', partitions: [{ partition: '0', offset: resolved.at(-1)! }] }] }),
-        commitOffsetsIfNecessary: () => new Promise<void>((release) => commits.push({ offsets: [...resolved], release: () => release() })),
+        commitOffsetsIfNecessary: () =>
+          new Promise<void>((release) => {
+            commits.push({ offsets: [...resolved], release: () => release() });
+            for (const w of waiting.filter((w) => commits.length >= w.count)) w.resolve();
+          }),
         isRunning: () => running.value,
         isStale: () => false,
         pause: () => () => {},
       }) as unknown as EachBatchPayload;
-    return { handler, payload, commits };
+    return { handler, payload, commits, committed };
   }
 
   it('returns before the OffsetCommit round trip while the consumer runs (the next fetch does not wait for it)', async () => {
@@ -152,36 +167,40 @@ describe('createBatchHandler offset commits', () => {
   it('waits for the commit when the consumer is stopping, so what was applied is committed before it leaves', async () => {
     // Running when the chunk starts, stopping (consumer.disconnect) by the time it is applied.
     const running = { value: true };
-    const { handler, payload, commits } = setup(running);
+    const { handler, payload, commits, committed } = setup(running);
     let done = false;
     const handled = handler(payload(['1', '2'])).then(() => (done = true));
     running.value = false;
-    await new Promise((r) => setTimeout(r, 10));
-    expect(commits.length).toBeGreaterThan(0);
-    expect(commits.at(-1)!.offsets).toEqual(['1', '2']);
+    // The chunk's background commit, then the one the stopping consumer waits for.
+    await committed(1);
+    expect(commits[0]!.offsets).toEqual(['1', '2']);
     expect(done).toBe(false);
-    commits.forEach((c) => c.release());
-    await new Promise((r) => setTimeout(r, 10));
-    commits.forEach((c) => c.release());
+    commits[0]!.release();
+    await committed(2);
+    expect(commits[1]!.offsets).toEqual(['1', '2']);
+    expect(done).toBe(false);
+    commits[1]!.release();
     await handled;
     expect(done).toBe(true);
+    expect(commits).toHaveLength(2);
   });
 
   it('waits for the commit when the worker is stopping though the consumer still runs (its close awaits commits before disconnecting)', async () => {
     // worker.close() waits for the commits it sees, then disconnects: a batch that ends in between
     // must not leave its commit in the background, where it would land after the consumer left.
     const worker = { stopping: true };
-    const { handler, payload, commits } = setup({ value: true }, () => worker.stopping);
+    const { handler, payload, commits, committed } = setup({ value: true }, () => worker.stopping);
     let done = false;
     const handled = handler(payload(['1', '2'])).then(() => (done = true));
-    await new Promise((r) => setTimeout(r, 10));
-    expect(commits.length).toBeGreaterThan(0);
+    await committed(1);
     expect(done).toBe(false);
-    commits.forEach((c) => c.release());
-    await new Promise((r) => setTimeout(r, 10));
-    expect(commits.at(-1)!.offsets).toEqual(['1', '2']);
-    commits.forEach((c) => c.release());
+    commits[0]!.release();
+    await committed(2);
+    expect(commits[1]!.offsets).toEqual(['1', '2']);
+    expect(done).toBe(false);
+    commits[1]!.release();
     await handled;
     expect(done).toBe(true);
+    expect(commits).toHaveLength(2);
   });
 });

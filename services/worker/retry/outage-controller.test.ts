@@ -57,11 +57,13 @@ describe('OutageController', () => {
   });
 
   it('stops probing on close', async () => {
+    vi.useFakeTimers();
     const { controller, probeTimes } = setUp(Array(100).fill(false));
     controller.trip(failure);
     await controller.close();
     const count = probeTimes.length;
-    await new Promise((r) => setTimeout(r, 100));
+    // Past many probe intervals (20 ms doubling to 80 ms): none comes.
+    await vi.advanceTimersByTimeAsync(1_000);
     expect(probeTimes.length).toBe(count);
   });
 });

@@ -133,11 +133,14 @@ describe('startAdminServer', () => {
     // timeout (5 s) unless the answer closes it: every shutdown would wait for that.
     let release: () => void = () => {};
     const slow = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => {};
+    const inReadyCheck = new Promise<void>((resolve) => (entered = resolve));
     const started = await startAdminServer({
       port: 0,
       registry: new Registry(),
       logger: capturingLogger().logger,
       ready: async () => {
+        entered();
         await slow;
         return { ready: false, checks: { accepting: false } };
       },
@@ -151,7 +154,8 @@ describe('startAdminServer', () => {
         })
         .on('error', reject);
     });
-    await new Promise((r) => setTimeout(r, 50));
+    // The request is being answered (its readiness check waits) when the server is told to close.
+    await inReadyCheck;
     const t0 = performance.now();
     const closed = started.close().then(() => performance.now() - t0);
     release();
