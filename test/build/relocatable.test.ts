@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../../infra/build/dist.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { HMAC_SECRET, post, signedRequest } from '../ingress/helpers.ts';
+import { HMAC_SECRET, post, signedRequest } from '../kit/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // `npm run build` makes a dist/ that runs wherever it is copied: built, moved to a directory that

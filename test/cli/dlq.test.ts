@@ -5,10 +5,10 @@ import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
-import { readTopic, workerTestConfig } from '../worker/helpers.ts';
+import { workerTestConfig } from '../kit/worker.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
 

@@ -3,14 +3,14 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
-import { workerTestConfig } from '../worker/helpers.ts';
+import { workerTestConfig } from '../kit/worker.ts';
 import { bridgeEnv, runBridge } from './run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
 

@@ -6,8 +6,7 @@ import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyringFromEnv, openSecret } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { repoRoot } from '../../infra/paths.ts';
-import { DEV_SEED_ACTOR, seedDevSources } from '../../infra/dev/bootstrap.ts';
+import { repoRoot, DEV_SEED_ACTOR, seedDevSources } from '../kit/infra.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { runBridge, type BridgeRun } from './run-bridge.ts';
 

@@ -11,9 +11,9 @@ import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
-import { send, type Answer } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, workerTestConfig } from '../worker/helpers.ts';
+import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord, createTestTopics } from '../kit/kafka.ts';
+import { send, type Answer } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 export type { Answer, ReadRecord };
@@ -96,7 +96,7 @@ export interface Harness {
 export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const kafka = testKafka();
   const db = await createTestDatabase();
-  const { names } = await createTopicsRetrying(kafka);
+  const { names } = await createTestTopics(kafka);
   const failures = failureSettingsFrom(
     parseConfig(failuresEnv, {
       RETRY_DELAYS_MS: RETRY_DELAYS_MS.join(','),

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { loadStrictSchema, type WebhookSource } from '#domain/sources/index.ts';
-import { send } from '../ingress/helpers.ts';
+import { send } from '../kit/ingress.ts';
 import {
   body,
   contractExample,

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testKafka } from '../kit/kafka.ts';
+import { testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, workerTestConfig } from '../worker/helpers.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained, workerTestConfig } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -61,7 +61,7 @@ describe('failures: one broker of three killed under load, round after round', (
     cluster.wipe();
     await cluster.start(150_000);
     kafka = testKafka(uniqueName('failover'), cluster.brokers);
-    ({ names } = await createTopicsRetrying(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 }));
+    ({ names } = await createTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 }));
     db = await createTestDatabase();
     const config = workerTestConfig({
       brokers: cluster.brokers,

@@ -4,11 +4,9 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { LocalKafka, repoRoot, ensureDatabase } from '../kit/infra.ts';
 import { TOPIC_RESOURCE_TYPE, type TopicNames } from '#plumbing/kafka/topics.ts';
 import type pg from 'pg';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { OwnPostgres } from './own-postgres.ts';
@@ -17,8 +15,9 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { uniqueName } from '../kit/names.ts';
 import { freePort, freePortRange } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { post, signedRequest, type SignedRequest } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { post, signedRequest, type SignedRequest } from '../kit/ingress.ts';
+import { createTestTopics } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -178,7 +177,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     });
     admin = kafka.admin();
     await admin.connect();
-    ({ names } = await createTopicsRetrying(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: EVENTS_PARTITIONS }));
+    ({ names } = await createTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: EVENTS_PARTITIONS }));
     own = new OwnPostgres(await freePort(), { fsync: true, maxConnections: 100 });
     await own.init();
     await own.start();

@@ -1,17 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
+import { LocalKafka, ensureDatabase } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { testKafka, topicRecordCount, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -73,7 +72,7 @@ describe('failures: fault matrix under steady traffic', () => {
     cluster.wipe();
     await cluster.start(120_000);
     kafka = testKafka(uniqueName('matrix'), cluster.brokers);
-    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 6 }));
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 6 }));
     ingress = await startTestIngress(cluster.brokers, names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     worker = new WorkerProcess({
       restartAfterKill: false,

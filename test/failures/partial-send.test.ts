@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import { readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { eventually } from '../kit/eventually.ts';

@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
+import { ensureDatabase } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { testBrokers, testKafka, topicRecordCount, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress } from '../ingress/helpers.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
 import {
   AnswerLog,
@@ -83,7 +83,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     proxy = new BlackHoleProxy({ host: '127.0.0.1', port: own.port });
     await proxy.listen();
     kafka = testKafka(uniqueName('pg-crash'));
-    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 6 }));
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 6 }));
     ingress = await startTestIngress(testBrokers(), names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     const workerUrl = new URL(url);
     workerUrl.port = String(proxy.port);

@@ -6,12 +6,11 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
+import { ensureDatabase } from '../kit/infra.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
-import { metricValue, topicSize } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
@@ -102,7 +101,7 @@ describe('failures: Postgres outage under a steady stream', () => {
     await sleep(OUTAGE_MS - (Date.now() - stoppedAt));
     // The whole outage: nothing was routed anywhere.
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(1);
-    for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
+    for (const topic of [...names.retries, names.dlq]) expect(await topicRecordCount(kafka, topic)).toBe(0);
     await own.start();
     await sleep(2_000);
     streaming = false;
@@ -117,7 +116,7 @@ describe('failures: Postgres outage under a steady stream', () => {
       [T],
     );
     expect(Object.fromEntries(states.rows.map((r) => [r.resource_id, Number(r.version)]))).toEqual(Object.fromEntries(versions));
-    for (const topic of [...names.retries, names.dlq]) expect(await topicSize(kafka, topic)).toBe(0);
+    for (const topic of [...names.retries, names.dlq]) expect(await topicRecordCount(kafka, topic)).toBe(0);
     expect(await metricValue(worker.registry, 'webhook_consumer_paused', { consumer: 'main' })).toBe(0);
     expect(await metricValue(worker.registry, 'webhook_outage_pauses_total', { consumer: 'main' })).toBeGreaterThanOrEqual(1);
     expect(await metricValue(worker.registry, 'dead_letter_total')).toBe(0);

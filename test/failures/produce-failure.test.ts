@@ -4,8 +4,8 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
 import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, workerTestConfig } from '../worker/helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, stateOf, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_dlq_down';

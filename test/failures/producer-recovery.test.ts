@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { Registry } from 'prom-client';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import type { SourceRecord } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createFailureMetrics, permanentFailure } from '#domain/failures/index.ts';

@@ -5,9 +5,8 @@ import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, readTopic, stateOf, themeEvent, workerTestConfig } from '../worker/helpers.ts';
-import { inboxRow, metricValue, topicSize } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, stateOf, themeEvent, workerTestConfig, inboxRow, metricValue } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_retry';
@@ -115,7 +114,7 @@ describe('failures: retry chain and DLQ against the real broker and Postgres', (
     expect(mine.headers['retry-last-error-code']).toBe('serialization_failure');
     expect(Date.parse(mine.headers['retry-not-before']!) - Date.parse(mine.headers['retry-first-failure-at']!)).toBe(DELAYS[0]);
     expect((await readTopic(kafka, names.retries[1]!)).filter((r) => r.key === `${T}/theme/flaky`)).toHaveLength(1);
-    expect(await topicSize(kafka, names.retries[2]!)).toBe(0);
+    expect(await topicRecordCount(kafka, names.retries[2]!)).toBe(0);
   });
 
   it('sends a failure that persists to the DLQ after 4 retries, with attempt 5 recorded', async () => {

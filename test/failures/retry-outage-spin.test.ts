@@ -2,15 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
+import { ensureDatabase } from '../kit/infra.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
-import { metricValue, topicSize } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
 import { OwnPostgres } from './own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
@@ -73,7 +72,7 @@ describe('failures: a retry consumer during a Postgres outage', () => {
     await produce(kafka, names.events, [raw(early)]);
     await sleep(1_500);
     await produce(kafka, names.events, [raw(late)]);
-    await eventually(async () => (await topicSize(kafka, names.retries[0]!)) === 2, {
+    await eventually(async () => (await topicRecordCount(kafka, names.retries[0]!)) === 2, {
       timeoutMs: 20_000,
       message: 'both events in the retry topic',
     });
@@ -103,7 +102,7 @@ describe('failures: a retry consumer during a Postgres outage', () => {
       [early.event_id]: 'applied',
       [late.event_id]: 'applied',
     });
-    expect(await topicSize(kafka, names.dlq)).toBe(0);
+    expect(await topicRecordCount(kafka, names.dlq)).toBe(0);
     // Paused and waiting costs next to nothing; the loop kept a core busy.
     expect(busy, `CPU share of the test process while paused: ${busy.toFixed(2)}`).toBeLessThan(0.25);
   }, 150_000);

@@ -7,9 +7,8 @@ import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../worker/helpers.ts';
-import { topicSize } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_stuck';
@@ -82,8 +81,8 @@ describe('failures: a stuck session holding a resource lock', () => {
       await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 30_000, message: 'the main group caught up' });
       for (const e of others) expect((await inboxStatus(db.pool, e.event_id))?.status).toBe('applied');
       await eventually(() => outboxDrained(db.pool), { timeoutMs: 30_000, message: 'the outbox published' });
-      expect(await topicSize(kafka, names.dlq)).toBe(0);
-      for (const retry of names.retries) expect(await topicSize(kafka, retry), retry).toBe(0);
+      expect(await topicRecordCount(kafka, names.dlq)).toBe(0);
+      for (const retry of names.retries) expect(await topicRecordCount(kafka, retry), retry).toBe(0);
       // It waited for the server to end the stuck session, not for a retry to get lucky.
       expect(waited).toBeGreaterThanOrEqual(IDLE_IN_TRANSACTION_MS - 1_000);
     } finally {

@@ -5,13 +5,13 @@ import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { send, signedRequest } from '../ingress/helpers.ts';
-import { groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { send, signedRequest } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 

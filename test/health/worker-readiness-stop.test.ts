@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PoolClient } from 'pg';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, workerTestConfig } from '../worker/helpers.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { workerTestConfig } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 // Regression: the worker's readiness answered 503 at once only to a probe that arrived after the
@@ -19,7 +19,7 @@ describe('worker readiness when the stop begins during a database round trip', (
   beforeAll(async () => {
     db = await createTestDatabase();
     const kafka = testKafka();
-    const { names } = await createTopicsRetrying(kafka);
+    const { names } = await createTestTopics(kafka);
     worker = await startWorker(
       workerTestConfig({
         brokers: testBrokers(),

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testKafka } from '../kit/kafka.ts';
+import { createTestTopics, testKafka, readTopic } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, readTopic, readyz, signedRequest, startTestIngress } from './helpers.ts';
+import { post, readyz, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { post, signedRequest, startTestIngress } from './helpers.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 // An anonymous client must not be able to starve the ingress of its in-flight body budget or its

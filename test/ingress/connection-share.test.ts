@@ -6,7 +6,7 @@ import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { signedRequest, startTestIngress, type SignedRequest } from './helpers.ts';
+import { signedRequest, startTestIngress, type SignedRequest } from '../kit/ingress.ts';
 
 // One client address holding every keep-alive socket it can must not shut other providers out:
 // each address (an IPv4 address, an IPv6 /64, an IPv4-mapped IPv6 address as its IPv4 address)

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { HMAC_SECRET, post, readTopic, signedRequest, startTestIngress, testSources } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
+import { HMAC_SECRET, post, signedRequest, startTestIngress, testSources } from '../kit/ingress.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 
 // A provider whose clock runs decades ahead signs an event dated 2062: accepted, it would make

@@ -3,8 +3,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { HMAC_SECRET, post, send, signedRequest, startTestIngress, STD_SECRET, topicRecordCount } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { HMAC_SECRET, post, send, signedRequest, startTestIngress, STD_SECRET } from '../kit/ingress.ts';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261129);
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 10_000);

@@ -9,19 +9,8 @@ import { signWebhook } from '#domain/signing/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { loadSources } from '#domain/sources/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import {
-  HMAC_SECRET,
-  HMAC_SECRET_NEXT,
-  post,
-  readTopic,
-  readyz,
-  send,
-  signedRequest,
-  startTestIngress,
-  STD_SECRET,
-  topicRecordCount,
-} from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
+import { HMAC_SECRET, HMAC_SECRET_NEXT, post, readyz, send, signedRequest, startTestIngress, STD_SECRET } from '../kit/ingress.ts';
 import { sleep } from '../kit/eventually.ts';
 
 describe('ingress against the real broker', () => {

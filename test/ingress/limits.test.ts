@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { post, signedRequest, startTestIngress } from './helpers.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
 

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { HMAC_SECRET, HMAC_SECRET_NEXT, readTopic, send, startTestIngress, topicRecordCount } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
+import { HMAC_SECRET, HMAC_SECRET_NEXT, send, startTestIngress } from '../kit/ingress.ts';
 
 // A provider following seed 004 to the letter: X-Webhook-Signature is the bare hex HMAC-SHA256 of
 // `${timestamp}.${raw body}`, X-Webhook-Timestamp is unix seconds or an ISO-8601 time. The

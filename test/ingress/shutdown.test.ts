@@ -4,9 +4,9 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { repoRoot } from '../../infra/paths.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { post, signedRequest, startTestIngress, topicRecordCount } from './helpers.ts';
+import { repoRoot } from '../kit/infra.ts';
+import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { spawnService } from '../kit/service.ts';
 import { sleep } from '../kit/eventually.ts';
 

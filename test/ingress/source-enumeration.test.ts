@@ -4,7 +4,7 @@ import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { send, startTestIngress, testSources } from './helpers.ts';
+import { send, startTestIngress, testSources } from '../kit/ingress.ts';
 
 // An unknown source is answered exactly like a bad signature (docs/architecture.md, the ingress),
 // so source ids cannot be enumerated. Whatever a request carries, every configured source that

@@ -1,3 +1,5 @@
+// The ingress in tests: the test sources and their secrets, signed requests, and sending them as
+// raw HTTP.
 import http from 'node:http';
 import { sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -5,7 +7,6 @@ import { signWebhook } from '#domain/signing/index.ts';
 import type { SignatureScheme } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressConfig, type IngressHandle } from '#services/ingress/ingress.ts';
-export { readTopic, topicRecordCount, type ReadRecord } from '../kit/kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';

@@ -16,11 +16,18 @@ export function testKafka(clientId = uniqueName('test'), brokers = testBrokers()
   return createKafka({ brokers, clientId, logger: createLogger({ name: 'test', level: process.env.TEST_LOG_LEVEL ?? 'error' }) });
 }
 
-/** A full, uniquely named topic set (events, retries, dlq, applied) created on the test broker. */
-export async function createTestTopics(
-  kafka: Kafka,
-  overrides: Partial<TopicSettings> = {},
-): Promise<{ settings: TopicSettings; names: TopicNames }> {
+export interface TestTopics {
+  settings: TopicSettings;
+  names: TopicNames;
+}
+
+/**
+ * A full, uniquely named topic set (events, retries, dlq, applied) created on the test broker.
+ * Right after creation a loaded broker can answer a metadata request with
+ * UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's createTopics(waitForLeaders) does not retry: a
+ * retry, under the same names, finds the topics created and only waits for them.
+ */
+export async function createTestTopics(kafka: Kafka, overrides: Partial<TopicSettings> = {}): Promise<TestTopics> {
   const base = uniqueName('t');
   const settings: TopicSettings = {
     events: `${base}.events`,
@@ -31,14 +38,19 @@ export async function createTestTopics(
     minInsyncReplicas: 1,
     ...overrides,
   };
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    await ensureTopics(admin, topicSpecs(settings), settings.replicationFactor);
-  } finally {
-    await admin.disconnect();
+  for (let attempt = 1; ; attempt += 1) {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await ensureTopics(admin, topicSpecs(settings), settings.replicationFactor);
+      return { settings, names: topicNames(settings) };
+    } catch (error) {
+      if (attempt >= 4 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
+    } finally {
+      await admin.disconnect();
+    }
+    await sleep(250 * attempt);
   }
-  return { settings, names: topicNames(settings) };
 }
 
 /**

@@ -1,14 +1,13 @@
+// The worker in tests: its config, the events it reads, and what it leaves in Postgres and Kafka.
+import type pg from 'pg';
+import type { Registry } from 'prom-client';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import type pg from 'pg';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
-import { uniqueName } from '../kit/names.ts';
-import { createTestTopics } from '../kit/kafka.ts';
 import { RELAY_BATCH_BYTES } from '#services/worker/relay/index.ts';
-import { sleep } from '../kit/eventually.ts';
-export { readTopic, type ReadRecord } from '../kit/kafka.ts';
+import { uniqueName } from './names.ts';
 
 export function workerTestConfig(input: {
   brokers: string[];
@@ -106,23 +105,20 @@ export async function inboxStatus(
   return rows[0];
 }
 
-/**
- * createTestTopics, retried: right after creation a loaded broker can answer a metadata request
- * with UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's createTopics(waitForLeaders) does not retry.
- * A retry finds the topics created and only waits for them.
- */
-export async function createTopicsRetrying(
-  kafka: Kafka,
-  overrides: Parameters<typeof createTestTopics>[1] = {},
-): ReturnType<typeof createTestTopics> {
-  const settings = { ...overrides, events: overrides.events ?? `${uniqueName('t')}.events` };
-  const fixed = { ...settings, applied: settings.applied ?? settings.events.replace(/\.events$/, '.applied') };
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await createTestTopics(kafka, fixed);
-    } catch (error) {
-      if (attempt >= 4 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
-      await sleep(250 * attempt);
-    }
-  }
+/** An inbox row's status and what the failure path wrote on it. */
+export async function inboxRow(pool: pg.Pool, eventId: string) {
+  const { rows } = await pool.query<{ status: string; reason: string | null; attempts: number; last_error: string | null }>(
+    'SELECT status, reason, attempts, last_error FROM inbox_events WHERE event_id = $1',
+    [eventId],
+  );
+  return rows[0];
+}
+
+/** The value of one sample of a metric (0 when absent). */
+export async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return 0;
+  const { values } = await metric.get();
+  const match = values.find((v) => Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val));
+  return match?.value ?? 0;
 }

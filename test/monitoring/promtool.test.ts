@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 
 // The alerting rules and the sample Prometheus configuration, checked by Prometheus's own tool.
 // promtool comes from Debian's prometheus package, unpacked by infra/repo/promtool.sh when missing.

@@ -19,7 +19,7 @@ import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
-import { workerTestConfig } from '../worker/helpers.ts';
+import { workerTestConfig } from '../kit/worker.ts';
 import { startProviderApi, type ProviderApi } from './provider-api.ts';
 import { eventually } from '../kit/eventually.ts';
 

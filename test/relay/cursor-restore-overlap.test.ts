@@ -6,10 +6,9 @@ import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying } from '../worker/helpers.ts';
+import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { createTestRelay } from '../kit/relay.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
-import { createTestRelay } from './helpers.ts';
 import { sleep } from '../kit/eventually.ts';
 
 const SHIFT = 5_000_000_000;
@@ -32,7 +31,7 @@ describe('outbox relay after a restore into a cluster whose transaction ids over
     kafka = testKafka();
     ({
       names: { applied },
-    } = await createTopicsRetrying(kafka, { retryLevels: 0 }));
+    } = await createTestTopics(kafka, { retryLevels: 0 }));
     relay = createTestRelay({ db, applied, logger: createLogger({ name: 'relay', level: 'silent' }), batchSize: 100 });
   });
   afterAll(async () => {

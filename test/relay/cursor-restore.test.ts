@@ -6,9 +6,8 @@ import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying } from '../worker/helpers.ts';
-import { createTestRelay } from './helpers.ts';
+import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { createTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // Transaction ids of a cluster that ran for a long while before it was dumped.
@@ -31,7 +30,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
     kafka = testKafka();
     ({
       names: { applied },
-    } = await createTopicsRetrying(kafka, { retryLevels: 0 }));
+    } = await createTestTopics(kafka, { retryLevels: 0 }));
     const logger = createLogger({ name: 'relay', level: 'info' }, { write: (line: string) => logLines.push(line) });
     relay = createTestRelay({ db, applied, logger, batchSize: 100 });
   });

@@ -6,9 +6,8 @@ import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/cont
 import { createLogger } from '#plumbing/logging/logger.ts';
 import type { OutboxRelay } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying } from '../worker/helpers.ts';
-import { createTestRelay } from './helpers.ts';
+import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { createTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
 
 const EVENTS = 40;
@@ -32,7 +31,7 @@ describe('outbox relay with large applied records', () => {
     kafka = testKafka();
     ({
       names: { applied },
-    } = await createTopicsRetrying(kafka, { retryLevels: 0, eventsPartitions: 1 }));
+    } = await createTestTopics(kafka, { retryLevels: 0, eventsPartitions: 1 }));
     const logger = createLogger({ name: 'relay', level: 'error' });
     relay = createTestRelay({ db, applied, logger, batchSize: 500 });
   });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import { LocalKafka } from '../../infra/provision/kafka/local-kafka.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';

@@ -5,8 +5,8 @@ import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts
 import { parseConfig } from '#plumbing/config/env.ts';
 import { defaultRetentionSettings } from '#domain/retention/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, workerTestConfig } from '../worker/helpers.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { workerTestConfig } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 async function metric(worker: WorkerHandle, name: string): Promise<Map<string, number>> {
@@ -23,7 +23,7 @@ describe('worker: the retention loop', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names } = await createTopicsRetrying(kafka));
+    ({ names } = await createTestTopics(kafka));
     await db.pool.query(
       `INSERT INTO inbox_events (tenant_id, event_id, status, body_sha256, payload, updated_at)
        SELECT 'tenant_w', 'evt_w_' || i, 'applied', md5(i::text), 'not json', now() - interval '40 days'

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, inject, it } from 'vitest';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 
 // The soak cut to a few minutes, as a test of behaviour, not of speed:
 // `npm run bench:soak` (bench/soak/run.ts) as a subprocess against the suite's broker and Postgres,

@@ -14,14 +14,14 @@ import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { ensureDatabase } from '../../infra/provision/postgres.ts';
+import { ensureDatabase } from '../kit/infra.ts';
 import { OwnPostgres } from '../failures/own-postgres.ts';
 import { eventually } from '../kit/eventually.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { freePort } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { createTopicsRetrying, stateOf } from '../worker/helpers.ts';
+import { stateOf } from '../kit/worker.ts';
 
 const TENANT = 'tenant_live';
 const SECRET_KEYS = `k1:${randomBytes(32).toString('base64')}`;
@@ -86,7 +86,7 @@ beforeAll(async () => {
   databaseUrl = await ensureDatabase(own.adminUrl, 'bridge');
   connect();
   await migrate(pool);
-  ({ names } = await createTopicsRetrying(testKafka(uniqueName('live-ingress'))));
+  ({ names } = await createTestTopics(testKafka(uniqueName('live-ingress'))));
   const spawned = [spawnIngress(), spawnIngress()];
   ingresses.push(...(await Promise.all(spawned.map((child, i) => started(`ingress-${i + 1}`, child)))));
   worker = spawnService('worker', {

@@ -10,11 +10,11 @@ import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { eventually } from '../kit/eventually.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
-import { createTopicsRetrying, stateOf } from '../worker/helpers.ts';
+import { stateOf } from '../kit/worker.ts';
 import { freshEventId, freshId } from '../contract/harness.ts';
 
 const TENANT = 'tenant_live';
@@ -36,7 +36,7 @@ beforeAll(async () => {
   catalog = new SourceCatalog(db.pool, keyring);
   // No source pulls at start.
   await catalog.create('test', { id: 'prov', ...base, secrets: [{ id: 'p1', generate: true }] });
-  const { names } = await createTopicsRetrying(kafka);
+  const { names } = await createTestTopics(kafka);
   eventsTopic = names.events;
   worker = spawnService('worker', {
     KAFKA_BROKERS: testBrokers().join(','),

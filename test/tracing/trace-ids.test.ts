@@ -8,13 +8,13 @@ import { sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts'
 import { signWebhook } from '#domain/signing/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { groupCaughtUp, outboxDrained } from '../worker/helpers.ts';
+import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // "Log lines carry trace_id; `bridge trace` and the console show it": every event's W3C trace id,

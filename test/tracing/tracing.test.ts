@@ -8,11 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
-import { repoRoot } from '../../infra/paths.ts';
+import { repoRoot } from '../kit/infra.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import {} from '../worker/helpers.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { eventually } from '../kit/eventually.ts';
 

@@ -4,8 +4,8 @@ import { SnapshotApplier, type ApplyResult, type SourceRecord } from '#domain/ap
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, inboxStatus, produce, raw, themeEvent, workerTestConfig } from './helpers.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const RECORDS = 24;
@@ -39,7 +39,7 @@ describe('worker: the one-by-one fallback after a failed chunk keeps its group m
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    const { names } = await createTopicsRetrying(kafka, { eventsPartitions: 1, retryLevels: 0 });
+    const { names } = await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 });
     events = names.events;
     const config = workerTestConfig({
       brokers: testBrokers(),

@@ -5,9 +5,9 @@ import type { CrashPoint } from '#services/worker/crash-points.ts';
 import { COUNT_UNPUBLISHED_OUTBOX } from '#domain/store/outbox.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent } from './helpers.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent } from '../kit/worker.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { eventually } from '../kit/eventually.ts';
 
@@ -59,7 +59,7 @@ describe('worker: kill -9 between durable steps, then restart', () => {
       const db = await createTestDatabase();
       dbs.push(db);
       const kafka: Kafka = testKafka();
-      const { names } = await createTopicsRetrying(kafka);
+      const { names } = await createTestTopics(kafka);
       const tenant = uniqueName('crash').replace(/-/g, '_');
       const { deliveries, latest } = scenario(tenant);
       await produce(kafka, names.events, deliveries.map(raw));

@@ -3,19 +3,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { SourceRecord } from '#domain/apply/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import {
-  createTopicsRetrying,
-  groupCaughtUp,
-  inboxStatus,
-  outboxDrained,
-  produce,
-  raw,
-  readTopic,
-  stateOf,
-  themeEvent,
-  workerTestConfig,
-} from './helpers.ts';
+import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, stateOf, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_field';
@@ -45,7 +34,7 @@ describe('worker: the cases the field knows', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names } = await createTopicsRetrying(kafka));
+    ({ names } = await createTestTopics(kafka));
     const config = workerTestConfig({
       brokers: testBrokers(),
       databaseUrl: db.url,

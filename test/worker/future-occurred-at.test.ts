@@ -7,10 +7,9 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { SnapshotApplier } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { metricValue } from '../failures/helpers.ts';
-import { readTopic, workerTestConfig } from './helpers.ts';
+import { metricValue, workerTestConfig } from '../kit/worker.ts';
 
 // A record already on the events topic, dated far ahead of the time the ingress received it: one
 // an ingress accepted before the bound existed, seen again by a DLQ replay or a reprocess. It goes

@@ -6,8 +6,8 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { resourceKey, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
+import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // Seed 002's fallback ordering: a source that orders a resource type by occurred_at. Shuffled,
@@ -60,7 +60,7 @@ describe('worker: occurred_at-ordered apply under shuffled, duplicated delivery 
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 4 }));
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 4 }));
     const config = workerTestConfig({
       brokers: testBrokers(),
       databaseUrl: db.url,

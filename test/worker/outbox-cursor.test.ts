@@ -5,8 +5,7 @@ import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { countUnpublishedOutbox, readNextOutbox, recordOutboxBatch } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying } from './helpers.ts';
+import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // The relay's cursor must never pass a row that a still-open transaction will commit later
@@ -87,7 +86,7 @@ describe('outbox relay: an open transaction holding records back is named in the
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names } = await createTopicsRetrying(kafka));
+    ({ names } = await createTestTopics(kafka));
   });
   afterAll(async () => {
     await db?.drop();

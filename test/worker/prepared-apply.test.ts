@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { raw, themeEvent } from './helpers.ts';
+import { raw, themeEvent } from '../kit/worker.ts';
 
 // The apply path's big statements are prepared once per connection: planning them again for every
 // transaction was most of a one-event transaction's Postgres CPU (`bench/worker/pg-cpu.ts 300 1`),

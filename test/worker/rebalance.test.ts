@@ -3,8 +3,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from './helpers.ts';
+import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 describe('worker: a member leaves mid-stream (rebalance)', () => {
@@ -23,7 +23,7 @@ describe('worker: a member leaves mid-stream (rebalance)', () => {
   });
 
   it('the remaining member finishes; nothing is applied twice and every resource ends at its last version', async () => {
-    const { names } = await createTopicsRetrying(kafka, { eventsPartitions: 4 });
+    const { names } = await createTestTopics(kafka, { eventsPartitions: 4 });
     const base = workerTestConfig({
       brokers: testBrokers(),
       databaseUrl: db.url,

@@ -4,8 +4,8 @@ import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_shard';

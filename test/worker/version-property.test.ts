@@ -4,8 +4,8 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTopicsRetrying, groupCaughtUp, outboxDrained, produce, raw, readTopic, themeEvent, workerTestConfig } from './helpers.ts';
+import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
 import { eventually } from '../kit/eventually.ts';
 
@@ -33,7 +33,7 @@ describe('worker: version-guarded apply under shuffled, duplicated delivery (fas
   beforeAll(async () => {
     db = await createTestDatabase();
     kafka = testKafka();
-    ({ names } = await createTopicsRetrying(kafka, { eventsPartitions: 4 }));
+    ({ names } = await createTestTopics(kafka, { eventsPartitions: 4 }));
     const config = workerTestConfig({
       brokers: testBrokers(),
       databaseUrl: db.url,
