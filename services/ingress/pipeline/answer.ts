@@ -1,5 +1,5 @@
 import type { IngressMetrics } from '../metrics.ts';
-import type { MatchedEvent } from './parse.ts';
+import type { MatchedEvent } from './matched-event.ts';
 import { REJECTIONS, type Rejection, type RejectionAnswer, type RejectionKind } from './rejections.ts';
 
 /** The HTTP answer to one webhook, and what its log line and metrics say about it. */

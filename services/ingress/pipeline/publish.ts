@@ -1,6 +1,6 @@
 import { encodeEventHeaders } from '#domain/contract/event-headers.ts';
 import { PublishError, type PublishRecord } from '../publisher.ts';
-import type { MatchedEvent } from './parse.ts';
+import type { MatchedEvent } from './matched-event.ts';
 import type { Rejection } from './rejections.ts';
 
 /** What the pipeline needs of the publisher (BatchingPublisher; a fake in unit tests). */

@@ -2,7 +2,7 @@ import type { ParseErrorCode } from '#domain/contract/index.ts';
 import { describeFutureOccurredAt, type FutureOccurredAt } from '#domain/contract/occurred-at-bound.ts';
 import type { SignatureFailureReason } from '#domain/signing/index.ts';
 import type { PublishErrorCode } from '../publisher.ts';
-import type { MatchedEvent } from './parse.ts';
+import type { MatchedEvent } from './matched-event.ts';
 
 // Every way the ingress refuses a request, and the one table that says how each is answered.
 
