@@ -5,7 +5,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { contractExampleEvent, sampleThemeEvent, type ReceivedEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
 import { loadSources } from '#domain/sources/index.ts';
-import type { RequestHeaders } from '../http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from '../metrics.ts';
 import { PublishError, type PublishErrorCode, type PublishRecord } from '../publisher.ts';
 import { acceptedAnswer, answerHeaders, countRejection, rejectionAnswer, type Answer } from './answer.ts';
@@ -14,6 +13,7 @@ import { SourceLimiter } from './limit.ts';
 import { bodyRejection, preflight, SourceDirectory, type Delivery, type PreflightOptions } from './preflight.ts';
 import { publish, type EventPublisher } from './publish.ts';
 import { REJECTIONS, type Rejection, type RejectionKind } from './rejections.ts';
+import type { RequestHeaders } from './request.ts';
 import { verify, type VerifiedSignature } from './verify.ts';
 
 // The pipeline steps driven directly, without express or a socket: the dev sources, signed

@@ -8,8 +8,8 @@ import {
   type SignatureScheme,
 } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
-import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from '../http-input.ts';
 import type { Rejection } from './rejections.ts';
+import { isJsonContentType, singleHeader, type BodyResult, type HeaderResult, type RequestHeaders } from './request.ts';
 
 export const OPTIONAL_HEADERS = {
   eventType: 'x-webhook-event',
