@@ -2,8 +2,69 @@ import { z } from 'zod';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { kafkaEnv, logEnv, portSchema, positiveIntSchema, topicEnv } from '#plumbing/config/env.ts';
 import { adminHostEnv } from '#plumbing/observability/admin-server.ts';
-import { keyringFromEnv, loadSources } from '#domain/sources/index.ts';
-import type { IngressConfig } from './ingress.ts';
+import { keyringFromEnv, loadSources, type SecretKeyring, type WebhookSource } from '#domain/sources/index.ts';
+
+/**
+ * What startIngress runs with: built from the environment by ingressConfigFromEnv, or given by a
+ * test; what it leaves out comes from ingressDefaults.
+ */
+export interface IngressConfig {
+  /** Public port; 0 picks a free one (tests). */
+  port: number;
+  host?: string;
+  /** Admin port (/metrics, /healthz, /readyz); 0 picks a free one. */
+  adminPort: number;
+  adminHost?: string;
+  brokers: string[];
+  clientId?: string;
+  /** The events topic; it must exist (topics come from shared/plumbing/kafka/topics.ts, never auto-created). */
+  topic: string;
+  /** The sources served (from the file); ignored with sourcesFromPostgres. */
+  sources: WebhookSource[];
+  /**
+   * Sources from Postgres (SOURCES_FROM=postgres) instead: the port listens at once and serves
+   * none until the first load (readiness 503 until then), then each change is swapped in whole.
+   */
+  sourcesFromPostgres?: SourcesFromPostgres;
+  bodyLimitBytes?: number;
+  ackTimeoutMs?: number;
+  retryAfterSeconds?: number;
+  maxBatchRecords?: number;
+  maxBatchBytes?: number;
+  lingerMs?: number;
+  probeIntervalMs?: number;
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  keepAliveTimeoutMs?: number;
+  /** Open connections at once; past it node closes a new connection as soon as it is accepted. */
+  maxConnections?: number;
+  /**
+   * Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429 and the
+   * connection closed. Default: clientConnectionShare(maxConnections).
+   */
+  maxClientConnections?: number;
+  /** Request body bytes buffered at once across requests; past it a request is answered 503. */
+  maxInflightBodyBytes?: number;
+  /** Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429. */
+  maxClientBodyBytes?: number;
+  /** A body that gets no byte for this long is cut off (408). */
+  bodyIdleTimeoutMs?: number;
+  /** A body not complete this long after its headers is cut off (408). */
+  bodyTimeoutMs?: number;
+  maxJsonDepth?: number;
+  logLevel?: string;
+  /** LOG_BUFFER_BYTES (stdoutDestination, used by main.ts). */
+  logBufferBytes?: number;
+}
+
+export interface SourcesFromPostgres {
+  databaseUrl: string;
+  keyring: SecretKeyring;
+  /** How often the configuration version is checked besides LISTEN (default 1 s). */
+  pollMs?: number;
+  /** How often the served version and the secrets' last use are written (default 5 s). */
+  reportMs?: number;
+}
 
 /** The ingress's own tuning; startIngress fills in what its config leaves out from here. */
 export const ingressDefaults = {

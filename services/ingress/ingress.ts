@@ -9,8 +9,8 @@ import { createLogger, type Logger } from '#plumbing/logging/logger.ts';
 import { startAdminServer } from '#plumbing/observability/admin-server.ts';
 import { TRACING_OFF, type Tracing } from '#plumbing/observability/tracing.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { LiveSources, type SecretKeyring, type WebhookSource } from '#domain/sources/index.ts';
-import { clientConnectionShare, ingressDefaults } from './config.ts';
+import { LiveSources, type WebhookSource } from '#domain/sources/index.ts';
+import { clientConnectionShare, ingressDefaults, type IngressConfig } from './config.ts';
 import { BodyBudget, ConnectionShare } from './http-input.ts';
 import { createIngressMetrics, type IngressMetrics } from './metrics.ts';
 import { errorBody } from './pipeline/answer.ts';
@@ -19,64 +19,6 @@ import { SourceDirectory } from './pipeline/preflight.ts';
 import { REJECTIONS } from './pipeline/rejections.ts';
 import { BatchingPublisher } from './publisher.ts';
 import { WebhookHandler } from './webhook-handler.ts';
-
-export interface IngressConfig {
-  /** Public port; 0 picks a free one (tests). */
-  port: number;
-  host?: string;
-  /** Admin port (/metrics, /healthz, /readyz); 0 picks a free one. */
-  adminPort: number;
-  adminHost?: string;
-  brokers: string[];
-  clientId?: string;
-  /** The events topic; it must exist (topics come from shared/plumbing/kafka/topics.ts, never auto-created). */
-  topic: string;
-  /** The sources served (from the file); ignored with sourcesFromPostgres. */
-  sources: WebhookSource[];
-  /**
-   * Sources from Postgres (SOURCES_FROM=postgres) instead: the port listens at once and serves
-   * none until the first load (readiness 503 until then), then each change is swapped in whole.
-   */
-  sourcesFromPostgres?: SourcesFromPostgres;
-  bodyLimitBytes?: number;
-  ackTimeoutMs?: number;
-  retryAfterSeconds?: number;
-  maxBatchRecords?: number;
-  maxBatchBytes?: number;
-  lingerMs?: number;
-  probeIntervalMs?: number;
-  headersTimeoutMs?: number;
-  requestTimeoutMs?: number;
-  keepAliveTimeoutMs?: number;
-  /** Open connections at once; past it node closes a new connection as soon as it is accepted. */
-  maxConnections?: number;
-  /**
-   * Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429 and the
-   * connection closed. Default: clientConnectionShare(maxConnections).
-   */
-  maxClientConnections?: number;
-  /** Request body bytes buffered at once across requests; past it a request is answered 503. */
-  maxInflightBodyBytes?: number;
-  /** Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429. */
-  maxClientBodyBytes?: number;
-  /** A body that gets no byte for this long is cut off (408). */
-  bodyIdleTimeoutMs?: number;
-  /** A body not complete this long after its headers is cut off (408). */
-  bodyTimeoutMs?: number;
-  maxJsonDepth?: number;
-  logLevel?: string;
-  /** LOG_BUFFER_BYTES (stdoutDestination, used by main.ts). */
-  logBufferBytes?: number;
-}
-
-export interface SourcesFromPostgres {
-  databaseUrl: string;
-  keyring: SecretKeyring;
-  /** How often the configuration version is checked besides LISTEN (default 1 s). */
-  pollMs?: number;
-  /** How often the served version and the secrets' last use are written (default 5 s). */
-  reportMs?: number;
-}
 
 export interface IngressDeps {
   logger?: Logger;

@@ -6,7 +6,8 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import type { SignatureScheme } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
-import { startIngress, type IngressConfig, type IngressHandle } from '#services/ingress/ingress.ts';
+import type { IngressConfig } from '#services/ingress/config.ts';
+import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
