@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../../infra/build/dist.ts';
 import { repoRoot } from '../kit/infra.ts';
-import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
@@ -45,7 +45,7 @@ describe('the release build runs where it is moved (infra/build/dist.ts)', () =>
       resourceTypes: ['theme'],
     };
     writeFileSync(sourcesFile, JSON.stringify({ sources: [acme] }));
-    db = await createEmptyDatabase();
+    db = await createTestDatabase({ empty: true });
   });
   afterAll(async () => {
     for (const service of running) await service.stop();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { listMigrations } from '#domain/store/migrate.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
@@ -16,7 +16,7 @@ describe('bridge: usage, help, topics create, migrate (as a subprocess)', () => 
     kafka = testKafka();
     admin = kafka.admin();
     await admin.connect();
-    empty = await createEmptyDatabase();
+    empty = await createTestDatabase({ empty: true });
   });
   afterAll(async () => {
     await admin.disconnect();

@@ -2,14 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { listMigrations, migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 describe('migrations on the real Postgres', () => {
   let db: TestDatabase;
   beforeAll(async () => {
-    db = await createEmptyDatabase();
+    db = await createTestDatabase({ empty: true });
   });
   afterAll(async () => {
     await db.drop();
@@ -30,7 +30,7 @@ describe('migrations on the real Postgres', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
     writeFileSync(path.join(dir, '0001_widgets.sql'), 'CREATE TABLE widgets (id int PRIMARY KEY);');
     writeFileSync(path.join(dir, '0002_seed.sql'), 'INSERT INTO widgets VALUES (1);');
-    const other = await createEmptyDatabase();
+    const other = await createTestDatabase({ empty: true });
     const second = createPool({ url: other.url, max: 2 });
     try {
       const results = await Promise.all([migrate(other.pool, { dir }), migrate(second, { dir })]);
@@ -52,7 +52,7 @@ describe('migrations on the real Postgres', () => {
 
   it("has its own timeouts: a long statement outlives the pool's 10 s, a lock wait gives up instead of queueing", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
-    const other = await createEmptyDatabase();
+    const other = await createTestDatabase({ empty: true });
     // A pool with the hot path's statement timeout, as `bridge migrate` and the services use.
     const pool = createPool({ url: other.url, max: 2, statementTimeoutMs: 1_000 });
     const holder = createPool({ url: other.url, max: 1 });
@@ -83,7 +83,7 @@ describe('migrations on the real Postgres', () => {
 
   it('runs a concurrently-marked migration outside a transaction first, and rebuilds an index an interrupted run left invalid', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'migrations-'));
-    const other = await createEmptyDatabase();
+    const other = await createTestDatabase({ empty: true });
     try {
       writeFileSync(
         path.join(dir, '0001_table.sql'),

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { contractExampleEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
-import { createEmptyDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 
 let offset = 0;
 function record(envelope: EventEnvelope, text = JSON.stringify(envelope)): SourceRecord {
@@ -27,7 +27,7 @@ describe('migration 0003 (tenant-scoped inbox) on a database with rows from befo
   };
 
   beforeAll(async () => {
-    db = await createEmptyDatabase();
+    db = await createTestDatabase({ empty: true });
     before = await mkdtemp(path.join(os.tmpdir(), 'migrations-0002-'));
     for (const file of ['0001_init.sql', '0002_outbox_cursor.sql'])
       await copyFile(path.join(defaultMigrationsDir, file), path.join(before, file));

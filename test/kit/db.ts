@@ -13,42 +13,23 @@ export interface TestDatabase {
   drop: () => Promise<void>;
 }
 
-/** A fresh database cloned from the migrated template: one per test file (call in beforeAll). */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A fresh database, dropped by its `drop`: cloned from the migrated template (one per test file),
+ * or, with `empty`, without migrations, for tests of the migrator itself.
+ */
+export async function createTestDatabase({ empty = false }: { empty?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl');
-  const template = inject('pgTemplateDb');
-  const name = `bridge_t_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
-  } finally {
-    await admin.end();
-  }
-  const url = withDatabase(adminUrl, name);
-  const pool = createPool({ url, max: 5, applicationName: 'bridge-test' });
-  return {
-    url,
-    name,
-    pool,
-    drop: async () => {
-      await pool.end();
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
+  const name = `${empty ? 'bridge_e' : 'bridge_t'}_${randomBytes(5).toString('hex')}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
   };
-}
-
-/** An empty database (no migrations), for testing the migrator itself. */
-export async function createEmptyDatabase(): Promise<TestDatabase> {
-  const adminUrl = inject('pgAdminUrl');
-  const name = `bridge_e_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  await admin(empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplateDb')}`);
   const url = withDatabase(adminUrl, name);
   const pool = createPool({ url, max: 5, applicationName: 'bridge-test' });
   return {
@@ -57,10 +38,7 @@ export async function createEmptyDatabase(): Promise<TestDatabase> {
     pool,
     drop: async () => {
       await pool.end();
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }
