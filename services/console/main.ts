@@ -2,10 +2,10 @@
 import { ConfigError } from '#plumbing/config/env.ts';
 import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { consoleConfigFrom } from './config.ts';
-import { applyConsoleDevDefaults, runViaNpmScript } from './dev-defaults.ts';
+import { applyDevDefaults, runViaNpmScript } from '#plumbing/config/dev-defaults.ts';
 import { startConsole } from './console.ts';
 
-if (runViaNpmScript(process.env)) applyConsoleDevDefaults(process.env);
+if (runViaNpmScript(process.env, 'console')) applyDevDefaults(process.env);
 let config: ReturnType<typeof consoleConfigFrom>;
 try {
   config = consoleConfigFrom(process.env);

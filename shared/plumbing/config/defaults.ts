@@ -1,5 +1,7 @@
 // Defaults more than one program needs, in one place. A service's own tuning defaults (batch
 // sizes, timeouts) stay in its config.ts, next to the variable they belong to.
+const DEV_DATABASE = 'bridge';
+
 export const DEFAULTS = {
   topics: {
     events: 'theme.events',
@@ -21,9 +23,13 @@ export const DEFAULTS = {
   adminPort: { ingress: 9464, worker: 9465 },
   /** The operator console's web port (services/console). */
   consolePort: 9470,
-  /** Where `npm start` runs the broker and the database; used by `npm run bridge` only. */
+  /**
+   * Where `npm start` runs the broker and the database, and the database it creates there; the
+   * development commands' defaults (dev-defaults.ts), never a deployed program's.
+   */
   dev: {
     kafkaBrokers: '127.0.0.1:9092',
-    databaseUrl: 'postgres://postgres@127.0.0.1:5432/bridge',
+    database: DEV_DATABASE,
+    databaseUrl: `postgres://postgres@127.0.0.1:5432/${DEV_DATABASE}`,
   },
 } as const;
