@@ -3,7 +3,7 @@
 import type { Pool } from 'pg';
 import { selectNewestOutboxPosition, type OutboxPosition } from '#domain/store/outbox.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
-import type { Pass } from './outbox-relay.ts';
+import type { Pass } from './pass.ts';
 
 /**
  * A stopping relay publishes what was applied before the stop for at most STOP_DRAIN_MS in all
