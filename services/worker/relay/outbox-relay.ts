@@ -1,4 +1,7 @@
+// The relay as the worker runs it: a loop of passes from start() to stop(), then the stop drain,
+// moving through the named states of state.ts; what one pass does is pass.ts's.
 import { RelayPass, type RelayPassOptions } from './pass.ts';
+import { isRunning, moveRelay, type RelayState } from './state.ts';
 import { drainBeforeStop, STOP_DRAIN_MS } from './stop-drain.ts';
 
 /** What the worker needs from its running relay. */
@@ -32,11 +35,9 @@ export interface OutboxRelayOptions extends RelayPassOptions {
 export class OutboxRelay {
   readonly #o: OutboxRelayOptions;
   readonly #pass: RelayPass;
-  #running = false;
+  #state: RelayState = { name: 'new' };
   #loop: Promise<void> | undefined;
   #stopped: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
-  #nudged = false;
 
   constructor(options: OutboxRelayOptions) {
     this.#o = options;
@@ -44,19 +45,20 @@ export class OutboxRelay {
   }
 
   get running(): boolean {
-    return this.#running;
+    return isRunning(this.#state);
   }
 
   start(): void {
-    if (this.#running) return;
-    this.#running = true;
+    if (isRunning(this.#state)) return;
+    this.#move({ name: 'passing', nudged: false });
     this.#loop = this.#run();
   }
 
   /** Called after an apply transaction commits, so applied records go out without waiting a poll. */
   nudge(): void {
-    this.#nudged = true;
-    this.#wake?.();
+    const state = this.#state;
+    if (state.name === 'passing') state.nudged = true;
+    else if (state.name === 'polling') state.wake();
   }
 
   /**
@@ -64,23 +66,13 @@ export class OutboxRelay {
    * leadership and closes the producer. Whatever is left, the next leader publishes.
    */
   stop(): Promise<void> {
-    this.#running = false;
-    this.#wake?.();
-    return (this.#stopped ??= (async () => {
-      await this.#loop;
-      // A relay that never ran (tests drive publishOnce themselves) has nothing of its own to finish.
-      if (this.#loop !== undefined) {
-        await drainBeforeStop({
-          pool: this.#o.pool,
-          logger: this.#o.logger,
-          drainMs: this.#o.stopDrainMs ?? STOP_DRAIN_MS,
-          pollMs: this.#o.pollMs,
-          pass: () => this.#pass.run(),
-        });
-      }
-      await this.#o.leadership.release();
-      await this.#o.producer.close();
-    })());
+    const state = this.#state;
+    if (state.name === 'new' || isRunning(state)) {
+      this.#move({ name: 'stopping' });
+      if (state.name === 'polling' || state.name === 'backing-off') state.wake();
+      this.#stopped = this.#finish();
+    }
+    return this.#stopped!;
   }
 
   /** One pass: publishes at most one batch. Returns how many rows were published. */
@@ -89,33 +81,67 @@ export class OutboxRelay {
     return pass.kind === 'published' ? pass.count : 0;
   }
 
+  #move(to: RelayState): void {
+    this.#state = moveRelay(this.#state, to);
+  }
+
+  /** Read through a call, so that a check after an await is not narrowed by one before it. */
+  #stopping(): boolean {
+    return this.#state.name === 'stopping';
+  }
+
   async #run(): Promise<void> {
     let backoffMs = 0;
-    while (this.#running) {
+    for (;;) {
+      this.#move({ name: 'passing', nudged: false });
       try {
-        this.#nudged = false;
-        await this.publishOnce();
+        await this.#pass.run();
         backoffMs = 0;
       } catch (error) {
         backoffMs = Math.min(backoffMs === 0 ? 200 : backoffMs * 2, 5_000);
         this.#o.logger.warn({ err: error, backoff_ms: backoffMs }, 'outbox relay pass failed');
       }
-      if (!this.#running) break;
-      if (backoffMs > 0) await this.#sleep(backoffMs, false);
-      else if (!this.#pass.more && !this.#nudged) await this.#sleep(this.#o.pollMs, true);
+      if (this.#stopping()) return;
+      if (backoffMs > 0) await this.#wait('backing-off', backoffMs);
+      else if (!this.#pass.more && !this.#nudged()) await this.#wait('polling', this.#o.pollMs);
+      if (this.#stopping()) return;
     }
   }
 
-  #sleep(ms: number, wakeOnNudge: boolean): Promise<void> {
+  /** Whether a nudge came during the pass that just ended. */
+  #nudged(): boolean {
+    const state = this.#state;
+    if (state.name !== 'passing') throw new Error(`outbox relay: a pass ended in state '${state.name}'`);
+    return state.nudged;
+  }
+
+  #wait(name: 'polling' | 'backing-off', ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
+      const timer = setTimeout(wake, ms);
+      function wake() {
         clearTimeout(timer);
         resolve();
       }
-      this.#wake = () => {
-        if (wakeOnNudge || !this.#running) done();
-      };
+      this.#move({ name, wake });
     });
+  }
+
+  async #finish(): Promise<void> {
+    await this.#loop;
+    // A relay that never ran (tests drive publishOnce themselves) has nothing of its own to finish.
+    if (this.#loop !== undefined) {
+      this.#move({ name: 'draining' });
+      await drainBeforeStop({
+        pool: this.#o.pool,
+        logger: this.#o.logger,
+        drainMs: this.#o.stopDrainMs ?? STOP_DRAIN_MS,
+        pollMs: this.#o.pollMs,
+        pass: () => this.#pass.run(),
+      });
+    }
+    this.#move({ name: 'releasing' });
+    await this.#o.leadership.release();
+    await this.#o.producer.close();
+    this.#move({ name: 'stopped' });
   }
 }
