@@ -11,9 +11,10 @@ import { RelayLeadership } from './leadership.ts';
 import type { OutboxRelayOptions } from './outbox-relay.ts';
 
 /**
- * How many transactional ids the relay takes in turn (TransactionLanes). One producer back to
- * back runs about 40-55 transactions a second here, each waiting for the previous commit's markers;
- * two run 280-310 (bench/publish-cost.ts, test/relay/back-to-back-transactions.test.ts).
+ * How many transactional ids the relay takes in turn (TransactionLanes). One id back to back waits
+ * for its previous commit's markers before its next transaction can start, which caps its rate;
+ * two in turn keep a rate one cannot (bench/results/publish-cost.md, the relay's lanes against one
+ * id; test/relay/back-to-back-transactions.test.ts).
  */
 export const RELAY_TRANSACTION_LANES = 2;
 
