@@ -17,7 +17,9 @@ function filesContaining(dir: string, text: string): string[] {
 
 // The live run (services against the broker and Postgres from a moved dist/) is
 // test/build/relocatable.test.ts; this checks what needs neither.
-describe('the release build (infra/build/dist.ts), moved away from the repository', () => {
+// Each test starts whole programs from the build (three services in one): the unit project's 5 s
+// default is a liveness bound a loaded machine can pass, so these get a minute.
+describe('the release build (infra/build/dist.ts), moved away from the repository', { timeout: 60_000 }, () => {
   let dist: string;
   const temporary: string[] = [];
   const run = (launcher: string, args: string[], env: Record<string, string> = {}) =>
