@@ -5,7 +5,7 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { listMigrations } from '#domain/store/migrate.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
 describe('bridge: usage, help, topics create, migrate (as a subprocess)', () => {
   let kafka: Kafka;

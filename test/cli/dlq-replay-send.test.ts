@@ -7,7 +7,7 @@ import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
 const tenant = 'tenant_acme';
 const PARTITIONS = 3;

@@ -9,7 +9,7 @@ import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafk
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { workerTestConfig } from '../kit/worker.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';

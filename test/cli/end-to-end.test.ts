@@ -11,7 +11,7 @@ import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { workerTestConfig } from '../kit/worker.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
 
 /** The operator's first minute: send a demo webhook through the real ingress and worker, then look at it. */

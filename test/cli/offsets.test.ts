@@ -3,7 +3,7 @@ import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { sleep } from '../kit/eventually.ts';
 
 async function committed(admin: Admin, groupId: string, topic: string): Promise<Record<number, string>> {

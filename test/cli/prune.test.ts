@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { fillAnomalies, fillInbox, fillOutbox } from '../retention/fill.ts';
-import { runBridge } from './run-bridge.ts';
+import { fillAnomalies, fillInbox, fillOutbox } from '../kit/fill.ts';
+import { runBridge } from '../kit/run-bridge.ts';
 
 describe('bridge prune (as a subprocess)', () => {
   let db: TestDatabase;

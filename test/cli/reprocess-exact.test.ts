@@ -7,7 +7,7 @@ import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contr
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
-import { bridgeEnv, runBridge, type BridgeRun } from './run-bridge.ts';
+import { bridgeEnv, runBridge, type BridgeRun } from '../kit/run-bridge.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const tenant = 'tenant_acme';

@@ -6,7 +6,7 @@ import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contr
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
 const tenant = 'tenant_acme';
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { SIGNATURE_HEADERS, verifySignature, type SignatureScheme } from '#domain/signing/index.ts';
 import { loadSources } from '#domain/sources/index.ts';
-import { runBridge } from './run-bridge.ts';
+import { runBridge } from '../kit/run-bridge.ts';
 
 interface Received {
   url: string;

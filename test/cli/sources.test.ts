@@ -8,7 +8,7 @@ import { keyringFromEnv, openSecret } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { repoRoot, DEV_SEED_ACTOR, seedDevSources } from '../kit/infra.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { runBridge, type BridgeRun } from './run-bridge.ts';
+import { runBridge, type BridgeRun } from '../kit/run-bridge.ts';
 
 // `bridge sources` and `bridge tokens` as an operator runs them: a subprocess against real Postgres.
 describe('bridge sources / tokens (as a subprocess)', () => {

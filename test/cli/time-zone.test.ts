@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { bridgeEnv, runBridge } from './run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
 // An operator's laptop seven hours east of UTC (no daylight saving, so the test means the same all year).
 const TZ = 'Asia/Jakarta';

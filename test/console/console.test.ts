@@ -7,19 +7,9 @@ import { loadReconcileSources } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
-import {
-  body,
-  freshEventId,
-  freshId,
-  hmacSource,
-  sampleEvent,
-  SECRET_A,
-  SECRET_B,
-  startHarness,
-  type Harness,
-} from '../contract/harness.ts';
+import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, SECRET_B, startHarness, type Harness } from '../kit/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
-import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // The console in a real browser (Debian's chromium, driven by playwright-core) against a running

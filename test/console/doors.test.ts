@@ -7,7 +7,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createClients, startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
-import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
+import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
 
 // The console's doors, in a real browser against a real ingress, worker, broker and Postgres: what a

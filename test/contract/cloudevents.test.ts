@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Kafka as CloudEventsKafka, type KafkaEvent, type KafkaMessage } from 'cloudevents';
-import { body, hmacSource, providerHeaders, resourceKeyOf, sampleEvent, SECRET_A, startHarness, type Harness } from './harness.ts';
+import { body, hmacSource, providerHeaders, resourceKeyOf, sampleEvent, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
 const SOURCE = 'provider';

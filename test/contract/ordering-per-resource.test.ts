@@ -10,8 +10,8 @@ import type { DlqEntry } from '#domain/operations/dlq-records.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { spawnService } from '../kit/service.ts';
-import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
-import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, SECRET_B, startHarness, type Harness } from './harness.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
+import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, SECRET_B, startHarness, type Harness } from '../kit/harness.ts';
 
 // One tenant's theme resources under both orderings. The two sources stand for one provider's
 // source before and after an operator changed its ordering in the sources file (a running bridge

@@ -13,7 +13,7 @@ import {
   SECRET_A,
   startHarness,
   type Harness,
-} from './harness.ts';
+} from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
 const SOURCE = 'provider';

@@ -16,7 +16,7 @@ import {
   SECRET_B,
   startHarness,
   type Harness,
-} from './harness.ts';
+} from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
 const BODY_SECRET = 'contract-body-only-secret-0123456789';

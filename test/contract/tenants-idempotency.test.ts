@@ -12,7 +12,7 @@ import {
   SECRET_B,
   startHarness,
   type Harness,
-} from './harness.ts';
+} from '../kit/harness.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const TENANT_A = 'tenant_a';

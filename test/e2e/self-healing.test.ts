@@ -9,7 +9,7 @@ import { freePort } from '../kit/ports.ts';
 import { uniqueName } from '../kit/names.ts';
 import { readTopic, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { send } from '../kit/ingress.ts';
-import { appliedLedger, firstOf } from '../failures/ledger-kit.ts';
+import { appliedLedger, firstOf } from '../kit/ledger.ts';
 import { repoRoot, portOpen } from '../kit/infra.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';

@@ -13,7 +13,7 @@ import { brokerReady } from '#plumbing/kafka/client.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { eventually } from '../kit/eventually.ts';
-import { runBridge } from '../cli/run-bridge.ts';
+import { runBridge } from '../kit/run-bridge.ts';
 
 // The README's start command, end to end: topics, migrations, ingress and worker from one process;
 // a signed webhook becomes state and an applied record; Ctrl-C stops the services and nothing else.

@@ -19,7 +19,7 @@ import {
   missingFromEventsTopic,
   resourceVersions,
   stateProblems,
-} from './ledger-kit.ts';
+} from '../kit/ledger.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 

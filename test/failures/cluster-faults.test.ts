@@ -9,7 +9,7 @@ import { TOPIC_RESOURCE_TYPE, type TopicNames } from '#plumbing/kafka/topics.ts'
 import type pg from 'pg';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
-import { OwnPostgres } from './own-postgres.ts';
+import { OwnPostgres } from '../kit/own-postgres.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { uniqueName } from '../kit/names.ts';
@@ -30,7 +30,7 @@ import {
   resourceVersions,
   stateProblems,
   WorkerProcess,
-} from './ledger-kit.ts';
+} from '../kit/ledger.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 /**

@@ -25,8 +25,8 @@ import {
   settledIds,
   stateProblems,
   WorkerProcess,
-} from './ledger-kit.ts';
-import { OwnPostgres } from './own-postgres.ts';
+} from '../kit/ledger.ts';
+import { OwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort, freePortRange } from '../kit/ports.ts';
 

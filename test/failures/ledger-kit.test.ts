@@ -3,7 +3,7 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { appliedHeaders } from '#domain/apply/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testKafka, type ReadRecord } from '../kit/kafka.ts';
-import { analyseLedger, appliedLedger, type AppliedEvent, type LedgerFacts, type StateRow } from './ledger-kit.ts';
+import { analyseLedger, appliedLedger, type AppliedEvent, type LedgerFacts, type StateRow } from '../kit/ledger.ts';
 
 // The shared ledger check must be able to fail: every way the applied topic can betray a
 // subscriber (a skipped record, an old record after newer ones, other bytes, a foreign record, a

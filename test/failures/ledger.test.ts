@@ -19,7 +19,7 @@ import {
   resourceVersions,
   stateProblems,
   WorkerProcess,
-} from './ledger-kit.ts';
+} from '../kit/ledger.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 

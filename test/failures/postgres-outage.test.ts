@@ -11,7 +11,7 @@ import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { groupCaughtUp, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
-import { OwnPostgres } from './own-postgres.ts';
+import { OwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
 

@@ -10,7 +10,7 @@ import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
 import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
-import { OwnPostgres } from './own-postgres.ts';
+import { OwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
 

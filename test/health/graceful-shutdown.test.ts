@@ -12,7 +12,7 @@ import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { send, signedRequest } from '../kit/ingress.ts';
 import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
-import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 // Health the way Kubernetes reads it, on the services run as processes (as deployed): liveness

@@ -10,11 +10,11 @@ import type { WebhookSource } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord, createTestTopics } from '../kit/kafka.ts';
-import { send, type Answer } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained, workerTestConfig } from '../kit/worker.ts';
-import { eventually } from '../kit/eventually.ts';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord, createTestTopics } from './kafka.ts';
+import { send, type Answer } from './ingress.ts';
+import { groupCaughtUp, outboxDrained, workerTestConfig } from './worker.ts';
+import { eventually } from './eventually.ts';
 
 export type { Answer, ReadRecord };
 

@@ -6,11 +6,11 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type pg from 'pg';
-import { readTopic, type ReadRecord } from '../kit/kafka.ts';
-import { freePort } from '../kit/ports.ts';
-import { type Answer as HttpAnswer } from '../kit/ingress.ts';
-import { spawnService } from '../kit/service.ts';
-import { sleep } from '../kit/eventually.ts';
+import { readTopic, type ReadRecord } from './kafka.ts';
+import { freePort } from './ports.ts';
+import { type Answer as HttpAnswer } from './ingress.ts';
+import { spawnService } from './service.ts';
+import { sleep } from './eventually.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The worker as a process (services/worker/main.ts)

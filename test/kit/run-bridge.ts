@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { repoRoot } from '../kit/infra.ts';
+import { repoRoot } from './infra.ts';
 
 export interface BridgeRun {
   code: number | null;

@@ -10,11 +10,11 @@ import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
-import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 
 const TENANT = 'tenant_doors';
 const OPERATOR_TOKEN = 'answer-doors-operator-token';

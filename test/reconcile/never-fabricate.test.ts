@@ -17,10 +17,10 @@ import { createWorkerMetrics } from '#services/worker/metrics.ts';
 import { startWorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
 import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { workerTestConfig } from '../kit/worker.ts';
-import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';

@@ -12,7 +12,7 @@ import type { ReconcileSource } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createWorkerMetrics } from '#services/worker/metrics.ts';
 import { startWorkerReconcile, type WorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_owed';

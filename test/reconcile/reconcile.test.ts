@@ -4,10 +4,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
-import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { testBrokers } from '../kit/kafka.ts';
-import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';

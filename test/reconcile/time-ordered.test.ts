@@ -10,11 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
-import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { readTopic, testBrokers } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { startProviderApi, type ProviderApi } from './provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 
 const TENANT = 'tenant_timed';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });

@@ -8,7 +8,7 @@ import type { OutboxRelay } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { createTestRelay } from '../kit/relay.ts';
-import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
 
 const SHIFT = 5_000_000_000;

@@ -9,7 +9,7 @@ import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
 
 /**

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultRetentionSettings, RetentionPruner } from '#domain/retention/index.ts';
-import { freshEventId, freshId, hmacSource, resourceKeyOf, SECRET_A, startHarness, type Harness } from '../contract/harness.ts';
+import { freshEventId, freshId, hmacSource, resourceKeyOf, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
 
 // A body stored by an earlier release may no longer parse under today's contract (here: it counted
 // delivery attempts from 0, today's envelope wants >= 1). Retention used to keep a NULL fingerprint

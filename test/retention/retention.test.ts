@@ -6,7 +6,7 @@ import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type Event
 import { defaultRetentionSettings, RetentionPruner, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
 import * as retentionSql from '#domain/store/retention.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from './fill.ts';
+import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from '../kit/fill.ts';
 import { sleep } from '../kit/eventually.ts';
 
 const BATCH = 500;

@@ -15,7 +15,7 @@ import { migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { ensureDatabase } from '../kit/infra.ts';
-import { OwnPostgres } from '../failures/own-postgres.ts';
+import { OwnPostgres } from '../kit/own-postgres.ts';
 import { eventually } from '../kit/eventually.ts';
 import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';

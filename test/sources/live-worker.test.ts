@@ -13,9 +13,9 @@ import { eventually } from '../kit/eventually.ts';
 import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { startProviderApi, type ProviderApi } from '../reconcile/provider-api.ts';
+import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 import { stateOf } from '../kit/worker.ts';
-import { freshEventId, freshId } from '../contract/harness.ts';
+import { freshEventId, freshId } from '../kit/harness.ts';
 
 const TENANT = 'tenant_live';
 const TOKEN = `provider-token-${randomBytes(8).toString('hex')}`;

@@ -9,7 +9,7 @@ import { signWebhook } from '#domain/signing/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { repoRoot } from '../kit/infra.ts';
-import { bridgeEnv, runBridge } from '../cli/run-bridge.ts';
+import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';

@@ -6,7 +6,7 @@ import type { EventEnvelope } from '#domain/contract/index.ts';
 import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
 import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
 import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
-import { appliedLedgerProblems } from '../failures/ledger-kit.ts';
+import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
