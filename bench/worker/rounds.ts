@@ -34,6 +34,24 @@ async function dropDatabase(adminUrl: string, name: string): Promise<void> {
   await admin.end();
 }
 
+/** What a bench's worker process reads to consume the bench's topics into its database, in its own group. */
+export function workerEnv(options: {
+  brokers: string[];
+  databaseUrl: string;
+  settings: TopicSettings;
+  groupId: string;
+}): Record<string, string> {
+  const { brokers, databaseUrl, settings, groupId } = options;
+  return {
+    KAFKA_BROKERS: brokers.join(','),
+    DATABASE_URL: databaseUrl,
+    TOPIC_EVENTS: settings.events,
+    TOPIC_APPLIED: settings.applied,
+    TOPIC_RETRY_LEVELS: String(topicNames(settings).retries.length),
+    CONSUMER_GROUP: groupId,
+  };
+}
+
 export interface TableCounts {
   resources: number;
   inbox: number;
@@ -107,12 +125,7 @@ export class BenchRounds {
       cwd: repoRoot,
       env: {
         ...process.env,
-        KAFKA_BROKERS: brokers.join(','),
-        DATABASE_URL: url,
-        TOPIC_EVENTS: settings.events,
-        TOPIC_APPLIED: settings.applied,
-        TOPIC_RETRY_LEVELS: String(topicNames(settings).retries.length),
-        CONSUMER_GROUP: `bench-applier-${stamp}-${round}`,
+        ...workerEnv({ brokers, databaseUrl: url, settings, groupId: `bench-applier-${stamp}-${round}` }),
         WORKER_BATCH_SIZE: String(this.setup.batchSize),
         WORKER_MAX_BYTES_PER_PARTITION: String(this.setup.maxBytesPerPartition),
         WORKER_PARTITIONS_CONCURRENCY: String(this.setup.concurrency),

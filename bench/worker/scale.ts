@@ -19,13 +19,14 @@ import { resolvePostgres, withDatabase } from '../../infra/provision/postgres.ts
 import { serviceSpecs } from '../../infra/dev/services.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
-import { ensureTopics, topicNames, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
+import { ensureTopics, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { cpuSnapshot } from '../lib/cpu.ts';
 import { cpuCalibrationMs } from '../lib/machine.ts';
 import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 import { buildDataset } from './dataset.ts';
+import { workerEnv } from './rounds.ts';
 import { sleep } from '../../test/kit/eventually.ts';
 
 const RESOURCES = Number(process.env.BENCH_RESOURCES ?? 6_000);
@@ -139,12 +140,7 @@ async function runOnce(workers: number, label: string): Promise<Run> {
       cwd: repoRoot,
       env: {
         ...process.env,
-        KAFKA_BROKERS: brokers.join(','),
-        DATABASE_URL: url,
-        TOPIC_EVENTS: settings.events,
-        TOPIC_APPLIED: settings.applied,
-        TOPIC_RETRY_LEVELS: String(topicNames(settings).retries.length),
-        CONSUMER_GROUP: groupId,
+        ...workerEnv({ brokers, databaseUrl: url, settings, groupId }),
         KAFKA_CLIENT_ID: `bench-scale-worker-${i}`,
         ADMIN_PORT: String(await freePort()),
         LOG_LEVEL: 'warn',
