@@ -1,9 +1,10 @@
 // Databases for tests: each file gets its own, cloned from the template that global-setup migrated,
-// and drops it when done.
+// and drops it when done (useTestDatabase does both).
 import { inject } from 'vitest';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { withDatabase } from './infra.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 export interface TestDatabase {
@@ -41,4 +42,13 @@ export async function createTestDatabase({ empty = false }: { empty?: boolean } 
       await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
+}
+
+/** A test database for the suite: created before its first test, dropped after its last. */
+export function useTestDatabase(options: { empty?: boolean } & FixtureOptions = {}): TestDatabase {
+  return suiteFixture(
+    () => createTestDatabase(options),
+    (db) => db.drop(),
+    options,
+  );
 }

@@ -15,6 +15,7 @@ import { readTopic, testBrokers, testKafka, topicRecordCount, type ReadRecord, c
 import { send, type Answer } from './ingress.ts';
 import { groupCaughtUp, outboxDrained, workerTestConfig } from './worker.ts';
 import { eventually } from './eventually.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
 
 export type { Answer, ReadRecord };
 
@@ -205,6 +206,15 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       await db.drop();
     },
   };
+}
+
+/** A harness for the suite, started before its first test (options read then), closed after its last. */
+export function useHarness(options: HarnessOptions | (() => HarnessOptions), fixture: FixtureOptions = {}): Harness {
+  return suiteFixture(
+    () => startHarness(typeof options === 'function' ? options() : options),
+    (h) => h.close(),
+    fixture,
+  );
 }
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';

@@ -1,5 +1,5 @@
-// The ingress in tests: the test sources and their secrets, signed requests, and sending them as
-// raw HTTP.
+// The ingress in tests: the test sources and their secrets, a running one for a suite (useIngress),
+// signed requests, and sending them as raw HTTP.
 import http from 'node:http';
 import { sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -8,6 +8,10 @@ import type { SignatureScheme } from '#domain/signing/index.ts';
 import type { WebhookSource } from '#domain/sources/index.ts';
 import type { IngressConfig } from '#services/ingress/config.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
+import type { TopicNames, TopicSettings } from '#plumbing/kafka/topics.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
+import { testBrokers, testKafka, useTestTopics } from './kafka.ts';
 
 export const HMAC_SECRET = 'test-hmac-secret-0123456789abcdef';
 export const HMAC_SECRET_NEXT = 'test-hmac-secret-next-9876543210';
@@ -42,6 +46,34 @@ export async function startTestIngress(brokers: string[], topic: string, overrid
     { port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers, topic, sources: testSources(), ...overrides },
     { logger: createLogger({ name: 'ingress-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }) },
   );
+}
+
+export interface TestIngressOptions extends FixtureOptions {
+  /** The topic set's settings, over createTestTopics's. */
+  topics?: Partial<TopicSettings>;
+  /** Over startTestIngress's; a function is called when the ingress starts. */
+  config?: Partial<IngressConfig> | (() => Partial<IngressConfig>);
+}
+
+export interface TestIngress {
+  /** A client on the test broker. */
+  kafka: Kafka;
+  settings: TopicSettings;
+  names: TopicNames;
+  /** The running ingress (from the beforeAll on), publishing to names.events, closed after the suite. */
+  ingress: IngressHandle;
+}
+
+/** An ingress for the suite, in this process, on a topic set of its own made before it. */
+export function useIngress(options: TestIngressOptions = {}): TestIngress {
+  const kafka = testKafka();
+  const { settings, names } = useTestTopics(kafka, options.topics);
+  const ingress = suiteFixture(
+    () => startTestIngress(testBrokers(), names.events, typeof options.config === 'function' ? options.config() : options.config),
+    (started) => started.close(),
+    options,
+  );
+  return { kafka, settings, names, ingress };
 }
 
 export interface SignedRequest {

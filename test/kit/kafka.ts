@@ -1,12 +1,13 @@
-// Kafka for tests: a client on the test broker, uniquely named topic sets, and reading a topic to
-// its committed end.
-import { inject } from 'vitest';
+// Kafka for tests: a client on the test broker, uniquely named topic sets (useTestTopics for a
+// suite's), and reading a topic to its committed end.
+import { beforeAll, inject } from 'vitest';
 import type { Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { uniqueName } from './names.ts';
 import { sleep } from './eventually.ts';
+import type { FixtureOptions } from './fixture.ts';
 
 export function testBrokers(): string[] {
   return parseBrokers(inject('kafkaBrokers'));
@@ -21,13 +22,8 @@ export interface TestTopics {
   names: TopicNames;
 }
 
-/**
- * A full, uniquely named topic set (events, retries, dlq, applied) created on the test broker.
- * Right after creation a loaded broker can answer a metadata request with
- * UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's createTopics(waitForLeaders) does not retry: a
- * retry, under the same names, finds the topics created and only waits for them.
- */
-export async function createTestTopics(kafka: Kafka, overrides: Partial<TopicSettings> = {}): Promise<TestTopics> {
+/** A full topic set's settings under a unique name (events, retries, dlq, applied), not yet created. */
+export function testTopicSettings(overrides: Partial<TopicSettings> = {}): TestTopics {
   const base = uniqueName('t');
   const settings: TopicSettings = {
     events: `${base}.events`,
@@ -38,12 +34,21 @@ export async function createTestTopics(kafka: Kafka, overrides: Partial<TopicSet
     minInsyncReplicas: 1,
     ...overrides,
   };
+  return { settings, names: topicNames(settings) };
+}
+
+/**
+ * Creates the topic set on the broker. Right after creation a loaded broker can answer a metadata
+ * request with UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's createTopics(waitForLeaders) does not
+ * retry: a retry, under the same names, finds the topics created and only waits for them.
+ */
+async function ensureTestTopics(kafka: Kafka, settings: TopicSettings): Promise<void> {
   for (let attempt = 1; ; attempt += 1) {
     const admin = kafka.admin();
     await admin.connect();
     try {
       await ensureTopics(admin, topicSpecs(settings), settings.replicationFactor);
-      return { settings, names: topicNames(settings) };
+      return;
     } catch (error) {
       if (attempt >= 4 || (error as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
     } finally {
@@ -51,6 +56,23 @@ export async function createTestTopics(kafka: Kafka, overrides: Partial<TopicSet
     }
     await sleep(250 * attempt);
   }
+}
+
+/** A full, uniquely named topic set created on the test broker (as testTopicSettings names it). */
+export async function createTestTopics(kafka: Kafka, overrides: Partial<TopicSettings> = {}): Promise<TestTopics> {
+  const topics = testTopicSettings(overrides);
+  await ensureTestTopics(kafka, topics.settings);
+  return topics;
+}
+
+/**
+ * A topic set for the suite, created before its first test (topics are never deleted: their names
+ * are unique). Named at once, so the names can be read while the suite is collected.
+ */
+export function useTestTopics(kafka: Kafka, overrides: Partial<TopicSettings> = {}, { timeoutMs }: FixtureOptions = {}): TestTopics {
+  const topics = testTopicSettings(overrides);
+  beforeAll(() => ensureTestTopics(kafka, topics.settings), timeoutMs);
+  return topics;
 }
 
 /**

