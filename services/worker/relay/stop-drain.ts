@@ -23,7 +23,7 @@ export interface StopDrainOptions {
   drainMs: number;
   /** How long to wait before looking again at rows held back by an open transaction. */
   pollMs: number;
-  /** One relay pass (OutboxRelay's own). */
+  /** One relay pass (RelayPass.run, pass.ts). */
   pass: () => Promise<Pass>;
 }
 
