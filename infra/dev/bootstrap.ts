@@ -4,8 +4,9 @@
 import path from 'node:path';
 import pg from 'pg';
 import { repoRoot } from '../paths.ts';
-import { LocalKafka, singleNodeDefaults, KAFKA_VERSION } from '../provision/kafka/local-kafka.ts';
-import { resolvePostgres, ensureDatabase } from '../provision/postgres.ts';
+import { LocalKafka, singleNodeDefaults, KAFKA_VERSION, type LocalKafkaOptions } from '../provision/kafka/local-kafka.ts';
+import { canConnect, ensureDatabase, localServerUrl, resolvePostgres, type ResolvedPostgres } from '../provision/postgres.ts';
+import { startEmbeddedApart } from './embedded-postgres.ts';
 import { brokerReady, createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { migrate } from '#domain/store/migrate.ts';
@@ -19,13 +20,27 @@ export { devEnvFile, loadDevEnv } from '#plumbing/config/dev-defaults.ts';
 
 export interface Provided<T> {
   value: T;
-  /** Stops what this process started, nothing else. */
+  /** What this process started (its stop lines name it); undefined when it found it running. */
+  started?: string;
+  /** Stops what this process started, nothing else, and resolves once it has stopped. */
   stop: () => Promise<void>;
   /** When this process may have started it: how to stop it if it is left running. */
   leftRunning?: string;
 }
 
 const noop = async () => {};
+
+/**
+ * The broker the start commands start: the shared single node on 9092, or one on LOCAL_KAFKA_PORT
+ * (its controller on the port above) with data of its own.
+ */
+export function localKafkaOptions(env: Record<string, string | undefined> = process.env): LocalKafkaOptions {
+  if (!env.LOCAL_KAFKA_PORT) return { ...singleNodeDefaults };
+  const port = Number(env.LOCAL_KAFKA_PORT);
+  if (!Number.isInteger(port) || port < 1 || port > 65534)
+    throw new Error(`LOCAL_KAFKA_PORT must be a port, not ${JSON.stringify(env.LOCAL_KAFKA_PORT)}`);
+  return { ...singleNodeDefaults, basePort: port, name: `${singleNodeDefaults.name}-${port}` };
+}
 
 /** KAFKA_BROKERS when set (must answer); else a local KRaft node from the Maven jars. */
 export async function provideKafka(log: (line: string) => void): Promise<Provided<string>> {
@@ -34,28 +49,44 @@ export async function provideKafka(log: (line: string) => void): Promise<Provide
     log(`using Kafka at ${process.env.KAFKA_BROKERS}`);
     return { value: process.env.KAFKA_BROKERS, stop: noop };
   }
-  const kafka = new LocalKafka({ ...singleNodeDefaults, log });
+  const kafka = new LocalKafka({ ...localKafkaOptions(), log });
   const t0 = Date.now();
-  const { started } = await kafka.start();
+  // A node that was spawned but never became ready is stopped too, not left behind.
+  const { started } = await kafka.start().catch(async (error: unknown) => {
+    await kafka.stop();
+    throw error;
+  });
   log(`${started.length ? 'started' : 'reusing'} local Apache Kafka ${KAFKA_VERSION} at ${kafka.brokers} (${Date.now() - t0} ms)`);
   return {
     value: kafka.brokers.join(','),
     stop: () => kafka.stop(),
-    ...(started.length ? { leftRunning: 'the local Kafka (npm run kafka:stop)' } : {}),
+    ...(started.length ? { started: `the local Kafka at ${kafka.brokers}`, leftRunning: 'the local Kafka (npm run kafka:stop)' } : {}),
   };
 }
 
-/** DATABASE_URL when set; else the local server or embedded Postgres, database BRIDGE_DATABASE (`bridge`). */
+/**
+ * DATABASE_URL when set; else the local server, else embedded Postgres (also with
+ * BRIDGE_POSTGRES=embedded), in the database BRIDGE_DATABASE (`bridge`). An embedded Postgres runs
+ * in a process group of its own (embedded-postgres.ts) and stops only when `stop` is called or this
+ * process ends.
+ */
 export async function provideDatabase(log: (line: string) => void): Promise<Provided<string>> {
-  const resolved = await resolvePostgres(log);
-  const url =
-    resolved.origin === 'env'
-      ? resolved.adminUrl
-      : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? DEFAULTS.dev.database);
+  const choice = process.env.BRIDGE_POSTGRES ?? '';
+  if (choice !== '' && choice !== 'embedded') throw new Error(`BRIDGE_POSTGRES must be unset or embedded, not ${JSON.stringify(choice)}`);
+  const embedded = !process.env.DATABASE_URL && (choice === 'embedded' || !(await canConnect(localServerUrl)));
+  const resolved: ResolvedPostgres & { started?: boolean } = embedded ? await startEmbeddedApart(log) : await resolvePostgres(log);
+  let url: string;
+  try {
+    url =
+      resolved.origin === 'env'
+        ? resolved.adminUrl
+        : await ensureDatabase(resolved.adminUrl, process.env.BRIDGE_DATABASE ?? DEFAULTS.dev.database);
+  } catch (error) {
+    await resolved.stop();
+    throw error;
+  }
   log(`using Postgres (${resolved.origin}) at ${url.replace(/:[^:@/]*@/, ':***@')}`);
-  // resolvePostgres starts only an embedded Postgres, which stops with the process that started it
-  // (embedded-postgres's exit hook): nothing is left running.
-  return { value: url, stop: resolved.stop };
+  return { value: url, stop: resolved.stop, ...(resolved.started ? { started: 'the embedded Postgres' } : {}) };
 }
 
 /** Creates the missing topics (names, partitions and configs from the TOPIC_* variables). */

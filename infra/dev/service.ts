@@ -4,12 +4,14 @@
 // broker and database), creates missing topics, applies migrations (worker), then runs
 // the service as a child process and exits with its exit status. No supervisor here: where the
 // services run apart, restarting them is the platform's job (systemd, Kubernetes, `npm start`).
-// A broker this command started is left running for the other processes using it.
+// A broker this command started is left running for the other processes using it; an embedded
+// Postgres it started stops once the service has exited.
 import os from 'node:os';
 import path from 'node:path';
-import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka } from './bootstrap.ts';
+import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
 import { cacheDir } from '../paths.ts';
 import { buildServices, claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
+import { pino } from 'pino';
 import { createLogger } from '#plumbing/logging/logger.ts';
 
 const kind = process.argv[2];
@@ -20,11 +22,25 @@ if (kind !== 'ingress' && kind !== 'worker' && kind !== 'console') {
 const spec = serviceSpecs[kind as ServiceKind];
 
 loadDevEnv();
-const logger = createLogger({ name: `run-${spec.kind}`, level: process.env.UP_LOG_LEVEL ?? 'info' });
+// Written synchronously: the few lines of a start and a stop come out whole and in order, up to the exit.
+const logger = createLogger(
+  { name: `run-${spec.kind}`, level: process.env.UP_LOG_LEVEL ?? 'info' },
+  pino.destination({ dest: 1, sync: true }),
+);
 const log = (msg: string) => logger.info(msg);
 
 let env: NodeJS.ProcessEnv = process.env;
 let leftRunning: string[] = [];
+let database: Provided<string> | undefined;
+
+/** Stops the Postgres this command started (if it did), then exits with `code`. */
+async function exit(code: number): Promise<never> {
+  if (database?.started) log(`stopping ${database.started}`);
+  await database?.stop().catch((error: unknown) => logger.error({ err: error }, 'could not stop Postgres'));
+  if (database?.started) log(`stopped ${database.started}`);
+  process.exit(code);
+}
+
 // The console starts nothing: it reads the broker and database `npm start` recorded
 // (shared/plumbing/config/dev-defaults.ts) and says on its pages when one is unreachable.
 if (spec.kind !== 'console')
@@ -33,7 +49,7 @@ if (spec.kind !== 'console')
     env = { ...process.env, KAFKA_BROKERS: kafka.value };
     leftRunning = kafka.leftRunning ? [kafka.leftRunning] : [];
     if (spec.kind === 'worker') {
-      const database = await provideDatabase(log);
+      database = await provideDatabase(log);
       env.DATABASE_URL = database.value;
       await prepareTopics(kafka.value, logger);
       await prepareDatabase(database.value, logger);
@@ -45,7 +61,7 @@ if (spec.kind !== 'console')
     }
   } catch (error) {
     logger.fatal({ err: error }, 'start-up failed');
-    process.exit(1);
+    await exit(1);
   }
 
 await buildServices();
@@ -66,10 +82,10 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 child.once('error', (error) => {
   logger.fatal({ err: error }, `${spec.kind} could not be started`);
-  process.exit(1);
+  void exit(1);
 });
 child.once('exit', (code, signal) => {
   logger.info({ child: spec.kind, pid: child.pid, code, signal }, `${spec.kind} exited (${signal ? `signal ${signal}` : `code ${code}`})`);
   for (const what of leftRunning) log(`left running for other processes: ${what}`);
-  process.exit(code ?? 128 + (signal ? (os.constants.signals[signal] ?? 0) : 0));
+  void exit(code ?? 128 + (signal ? (os.constants.signals[signal] ?? 0) : 0));
 });
