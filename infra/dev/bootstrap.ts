@@ -10,10 +10,12 @@ import { startEmbeddedApart } from './embedded-postgres.ts';
 import { brokerReady, createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 import { migrate } from '#domain/store/migrate.ts';
+import { retryGroupId } from '#services/worker/retry/retry-consumers.ts';
 import { desiredFromFile, keyringFromEnv, SourceCatalog, type PlannedChange } from '#domain/sources/index.ts';
 import { parseConfig, topicEnv, topicSettingsFrom } from '#plumbing/config/env.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 
 // The dev env file, as every development command reads it (the benchmarks load it from here too).
 export { devEnvFile, loadDevEnv } from '#plumbing/config/dev-defaults.ts';
@@ -89,10 +91,19 @@ export async function provideDatabase(log: (line: string) => void): Promise<Prov
   return { value: url, stop: resolved.stop, ...(resolved.started ? { started: 'the embedded Postgres' } : {}) };
 }
 
+/**
+ * A client for the start-up steps. They wait out the states a starting or busy broker passes
+ * through (topics not yet in its metadata, coordinators still loading) and throw what they cannot,
+ * which the start command reports as its failure: kafkajs's own lines on the way are left out.
+ */
+function startupKafka(brokers: string, logger: Logger): Kafka {
+  return createKafka({ brokers: parseBrokers(brokers), clientId: 'bridge-up', logger: logger.child({}, { level: 'silent' }) });
+}
+
 /** Creates the missing topics (names, partitions and configs from the TOPIC_* variables). */
 export async function prepareTopics(brokers: string, logger: Logger): Promise<void> {
   const topics = topicSettingsFrom(parseConfig(topicEnv));
-  const kafka = createKafka({ brokers: parseBrokers(brokers), clientId: 'bridge-up', logger });
+  const kafka = startupKafka(brokers, logger);
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -101,6 +112,44 @@ export async function prepareTopics(brokers: string, logger: Logger): Promise<vo
   } finally {
     await admin.disconnect();
   }
+}
+
+/**
+ * Waits until the broker answers for the worker's consumer groups (CONSUMER_GROUP and one per retry
+ * level). A broker that has never had a group creates its offsets topic at the first request for
+ * one and then loads each partition of it; a consumer that joins before its partition is loaded is
+ * refused (COORDINATOR_LOAD_IN_PROGRESS), and kafkajs answers that by crashing and restarting the
+ * consumer, in error lines, in a start where nothing is wrong. Describing the groups first waits
+ * the same states out quietly.
+ */
+export async function awaitGroupCoordinators(
+  brokers: string,
+  logger: Logger,
+  env: Record<string, string | undefined> = process.env,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const group = env.CONSUMER_GROUP || DEFAULTS.consumerGroup;
+  const { retryLevels } = topicSettingsFrom(parseConfig(topicEnv, env));
+  const groups = [group, ...Array.from({ length: retryLevels }, (_, i) => retryGroupId(group, i + 1))];
+  const kafka = startupKafka(brokers, logger);
+  const admin = kafka.admin();
+  const t0 = Date.now();
+  await admin.connect();
+  try {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await admin.describeGroups(groups);
+        break;
+      } catch (error) {
+        if (Date.now() - t0 > timeoutMs)
+          throw new Error(`the broker did not answer for the consumer groups within ${timeoutMs} ms`, { cause: error });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 100 * attempt)));
+      }
+    }
+  } finally {
+    await admin.disconnect();
+  }
+  logger.info(`consumer groups ready (${groups.length} coordinators answered in ${Date.now() - t0} ms)`);
 }
 
 /** Applies pending migrations (concurrent migrators serialise on a lock). */

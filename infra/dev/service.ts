@@ -8,7 +8,15 @@
 // Postgres it started stops once the service has exited.
 import os from 'node:os';
 import path from 'node:path';
-import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, type Provided } from './bootstrap.ts';
+import {
+  awaitGroupCoordinators,
+  loadDevEnv,
+  prepareDatabase,
+  prepareTopics,
+  provideDatabase,
+  provideKafka,
+  type Provided,
+} from './bootstrap.ts';
 import { cacheDir } from '../paths.ts';
 import { buildServices, claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
 import { pino } from 'pino';
@@ -52,6 +60,7 @@ if (spec.kind !== 'console')
       database = await provideDatabase(log);
       env.DATABASE_URL = database.value;
       await prepareTopics(kafka.value, logger);
+      await awaitGroupCoordinators(kafka.value, logger);
       await prepareDatabase(database.value, logger);
       // Workers side by side on one machine each need an admin port: the first free one from 9465 up.
       env.ADMIN_PORT = process.env.ADMIN_PORT || String((await claimPort(spec.defaultAdminPort, path.join(cacheDir, 'admin-ports'))).port);

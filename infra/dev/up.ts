@@ -6,7 +6,16 @@
 // (infra/dev/supervisor.ts). WORKERS=N runs N workers in the consumer group. Ctrl-C (SIGINT) or
 // SIGTERM stops the services, restarts nothing, and then stops what this process started and nothing
 // else: Postgres, then the broker.
-import { loadDevEnv, prepareDatabase, prepareTopics, provideDatabase, provideKafka, seedDevSources, type Provided } from './bootstrap.ts';
+import {
+  awaitGroupCoordinators,
+  loadDevEnv,
+  prepareDatabase,
+  prepareTopics,
+  provideDatabase,
+  provideKafka,
+  seedDevSources,
+  type Provided,
+} from './bootstrap.ts';
 import {
   buildServices,
   parseWorkerCount,
@@ -78,6 +87,7 @@ try {
   database = provideDatabase(log);
   const [{ value: brokers }, { value: databaseUrl }] = await Promise.all([kafka, database, buildServices()]);
   await prepareTopics(brokers, logger);
+  await awaitGroupCoordinators(brokers, logger);
   await prepareDatabase(databaseUrl, logger);
   await seedDevSources(databaseUrl, logger);
   if (!stopping) {
