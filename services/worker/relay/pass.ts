@@ -104,8 +104,7 @@ export class RelayPass {
 
   /**
    * A pass left ready rows behind (a full or byte-bounded batch): the loop goes on without a poll
-   * wait. Set where a pass reads and where it cuts its batch; a pass that ends before its read
-   * leaves it as it was.
+   * wait. Every pass starts it false: a pass that did not lead has left nothing ready for itself.
    */
   get more(): boolean {
     return this.#more;
@@ -113,8 +112,8 @@ export class RelayPass {
 
   /** One pass: publishes at most one batch. */
   async run(): Promise<Pass> {
-    if (!(await this.#lead())) return { kind: 'not-leader' };
     this.#more = false;
+    if (!(await this.#lead())) return { kind: 'not-leader' };
     const read = await this.#read();
     if (CursorRestoreGuard.misplaced(read.position, read.cluster)) {
       await this.#restore.rebaseline(read.position, read.cluster);
