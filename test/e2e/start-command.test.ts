@@ -15,6 +15,7 @@ import { brokerReady } from '#plumbing/kafka/client.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { eventually } from '../kit/eventually.ts';
+import { adminReady } from '../kit/service.ts';
 import { runBridge } from '../kit/run-bridge.ts';
 import { ensureKafkaJars, KAFKA_VERSION } from '../../infra/provision/kafka/local-kafka.ts';
 
@@ -53,14 +54,8 @@ function upLines(text: string): string[] {
 }
 
 async function ready(port: number, what: string): Promise<void> {
-  await eventually(
-    async () => {
-      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
-      return res.ok ? true : undefined;
-    },
-    // liveness: a fresh broker, an initdb and three services starting on a loaded machine.
-    { intervalMs: 200, timeoutMs: 150_000, message: `${what} readiness` },
-  );
+  // liveness: a fresh broker, an initdb and three services starting on a loaded machine.
+  await eventually(() => adminReady(port), { intervalMs: 200, timeoutMs: 150_000, message: `${what} readiness` });
 }
 
 async function exited(child: ChildProcess): Promise<number | null> {
@@ -68,20 +63,15 @@ async function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Kills a process named by the first line of a pid file, if one is still there. */
 function killFromPidFile(file: string): void {
   if (!existsSync(file)) return;
   const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-  if (Number.isInteger(pid) && pid > 0 && pidAlive(pid)) process.kill(pid, 'SIGKILL');
+  try {
+    if (Number.isInteger(pid) && pid > 0) process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
 }
 
 // The README's start command, end to end: topics, migrations, ingress and worker from one process;
