@@ -13,23 +13,38 @@ export interface FixtureOptions {
 
 /**
  * Starts what `start` makes before the suite's first test and ends it with `stop` after its last
- * (only if `start` returned). The returned object is empty while the suite is collected and, from
- * the beforeAll on, carries the made thing's properties (getters as getters): tests read it as if it
- * were the thing. For handles that are plain objects (a worker's, an ingress's, a test database).
+ * (only if `start` returned). Returns a stand-in for the made thing, for the suite's tests and hooks:
+ * reads and calls go to it once it is made, and throw while the suite is being collected (so a
+ * fixture is never destructured at collection, when it would silently read undefined).
  */
 export function suiteFixture<T extends object>(
   start: () => Promise<T>,
   stop: (made: T) => Promise<void>,
   { timeoutMs }: FixtureOptions = {},
 ): T {
-  const held = {} as T;
   let made: T | undefined;
   beforeAll(async () => {
     made = await start();
-    Object.defineProperties(held, Object.getOwnPropertyDescriptors(made));
   }, timeoutMs);
   afterAll(async () => {
     if (made !== undefined) await stop(made);
   });
-  return held;
+  const current = (): T => {
+    if (made === undefined) throw new Error('a fixture was read before its beforeAll made it (read it in a test or a hook)');
+    return made;
+  };
+  return new Proxy({} as T, {
+    get: (_, key) => {
+      const value: unknown = Reflect.get(current(), key);
+      // Methods run on the made thing itself (a class's private fields are only there).
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(current()) : value;
+    },
+    set: (_, key, value) => Reflect.set(current(), key, value),
+    has: (_, key) => Reflect.has(current(), key),
+    ownKeys: () => Reflect.ownKeys(current()),
+    getOwnPropertyDescriptor: (_, key) => {
+      const descriptor = Reflect.getOwnPropertyDescriptor(current(), key);
+      return descriptor === undefined ? undefined : { ...descriptor, configurable: true };
+    },
+  });
 }

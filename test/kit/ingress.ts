@@ -41,6 +41,17 @@ export function testSources(): WebhookSource[] {
   ];
 }
 
+/** What the ingress's config is read from: the dev sources file and a broker (never reached). */
+export const INGRESS_BASE_ENV = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev/dev-sources.json' };
+/** The secrets the dev sources file names, each of a length the ingress accepts. */
+export const INGRESS_SECRET_ENV = {
+  DEMO_SECRET: 'x'.repeat(32),
+  DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
+  DEMO_BODY_SECRET: 'y'.repeat(32),
+  DEMO_STRICT_SECRET: 'z'.repeat(32),
+  DEMO_TIME_SECRET: 'w'.repeat(32),
+};
+
 export async function startTestIngress(brokers: string[], topic: string, overrides: Partial<IngressConfig> = {}): Promise<IngressHandle> {
   return startIngress(
     { port: 0, host: '127.0.0.1', adminPort: 0, adminHost: '127.0.0.1', brokers, topic, sources: testSources(), ...overrides },

@@ -1,13 +1,14 @@
 // Kafka for tests: a client on the test broker, uniquely named topic sets (useTestTopics for a
 // suite's), and reading a topic to its committed end.
-import { beforeAll, inject } from 'vitest';
-import type { Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, beforeAll, inject } from 'vitest';
+import type { Admin, Consumer, EachBatchPayload, Kafka } from '#plumbing/kafka/types.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { ensureTopics, topicNames, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { uniqueName } from './names.ts';
 import { sleep } from './eventually.ts';
-import type { FixtureOptions } from './fixture.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
+import type { LocalKafka } from './infra.ts';
 
 export function testBrokers(): string[] {
   return parseBrokers(inject('kafkaBrokers'));
@@ -73,6 +74,37 @@ export function useTestTopics(kafka: Kafka, overrides: Partial<TopicSettings> = 
   const topics = testTopicSettings(overrides);
   beforeAll(() => ensureTestTopics(kafka, topics.settings), timeoutMs);
   return topics;
+}
+
+/**
+ * Brokers of the suite's own (a test that stops and starts them): wiped and started before its
+ * first test, stopped and wiped after its last. Call it before the fixtures that use the brokers.
+ */
+export function useLocalKafka(
+  cluster: LocalKafka,
+  { startTimeoutMs, timeoutMs }: { startTimeoutMs?: number } & FixtureOptions = {},
+): LocalKafka {
+  beforeAll(async () => {
+    cluster.wipe();
+    await cluster.start(startTimeoutMs);
+  }, timeoutMs);
+  afterAll(async () => {
+    await cluster.stop();
+    cluster.wipe();
+  });
+  return cluster;
+}
+
+/** An admin client for the suite: connected before its first test, disconnected after its last. */
+export function useTestAdmin(kafka: Kafka): Admin {
+  return suiteFixture(
+    async () => {
+      const admin = kafka.admin();
+      await admin.connect();
+      return admin;
+    },
+    (admin) => admin.disconnect(),
+  );
 }
 
 /**

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { ReconcileSource } from '#domain/sources/index.ts';
 import { suiteFixture } from './fixture.ts';
 
 export type ProviderReply = { status: number; body?: unknown } | { hang: number };
@@ -50,4 +51,31 @@ export async function startProviderApi(): Promise<ProviderApi> {
 /** A provider API for the suite, listening before its first test, closed after its last. */
 export function useProviderApi(): ProviderApi {
   return suiteFixture(startProviderApi, (api) => api.close());
+}
+
+/**
+ * A source the worker pulls theme snapshots for from `url` (the provider API's): one attempt, limits
+ * and a breaker a test's pulls never reach; `over` changes any of them.
+ */
+export function reconcileSource(
+  id: string,
+  tenants: string[],
+  url: string,
+  over: Partial<ReconcileSource['reconcile']> = {},
+): ReconcileSource {
+  return {
+    id,
+    tenants,
+    resourceTypes: ['theme'],
+    reconcile: {
+      url,
+      timeoutMs: 3000,
+      attempts: 1,
+      retryDelayMs: 0,
+      rateLimit: { perSecond: 100, burst: 100 },
+      breaker: { failureThreshold: 50, cooldownMs: 30_000 },
+      maxVersionGap: 1,
+      ...over,
+    },
+  };
 }

@@ -104,3 +104,14 @@ export function spawnService(
     },
   };
 }
+
+/** Whether a service's admin port answers /readyz with 200 now (false while nothing listens there). */
+export async function adminReady(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) });
+    await res.text();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}

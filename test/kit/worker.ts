@@ -53,8 +53,6 @@ export interface TestWorkerOptions<D extends { url: string }> extends FixtureOpt
   config?: Partial<WorkerConfig> | ((names: TopicNames) => Partial<WorkerConfig>);
   /** startWorker's dependencies; a function is called when the worker starts, given the database. */
   deps?: WorkerDeps | ((db: D) => WorkerDeps);
-  /** The worker's consumer group (default: a unique one). */
-  groupId?: string;
   /** Where the worker applies (default: a test database of its own, useTestDatabase). */
   database?: D;
   /** Runs once the topics exist, before the worker starts. */
@@ -68,8 +66,6 @@ export interface TestWorker<D> {
   settings: TopicSettings;
   names: TopicNames;
   groupId: string;
-  /** What the worker started with (from the beforeAll on). */
-  config: WorkerConfig;
   /** The running worker (from the beforeAll on), closed after the suite. */
   worker: WorkerHandle;
 }
@@ -82,28 +78,36 @@ export function useWorker<D extends { url: string } = TestDatabase>(options: Tes
   const db = options.database ?? (useTestDatabase() as unknown as D);
   const kafka = testKafka();
   const { settings, names } = useTestTopics(kafka, options.topics);
-  const groupId = options.groupId ?? uniqueName('theme-applier');
-  const config = {} as WorkerConfig;
+  const groupId = uniqueName('theme-applier');
   const worker = suiteFixture(
     async () => {
       await options.beforeStart?.();
       const overrides = typeof options.config === 'function' ? options.config(names) : options.config;
-      Object.assign(
-        config,
-        workerTestConfig({
-          brokers: testBrokers(),
-          databaseUrl: db.url,
-          eventsTopic: names.events,
-          appliedTopic: names.applied,
-          overrides: { groupId, ...overrides },
-        }),
-      );
+      const config = workerTestConfig({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        eventsTopic: names.events,
+        appliedTopic: names.applied,
+        overrides: { groupId, ...overrides },
+      });
       return startWorker(config, typeof options.deps === 'function' ? options.deps(db) : options.deps);
     },
     (started) => started.close(),
     options,
   );
-  return { db, kafka, settings, names, groupId, config, worker };
+  return { db, kafka, settings, names, groupId, worker };
+}
+
+/** The worker process's environment (services/worker/main.ts) for a database, a topic set and a group. */
+export function workerEnv(input: { brokers: string[]; databaseUrl: string; names: TopicNames; group: string }): Record<string, string> {
+  return {
+    KAFKA_BROKERS: input.brokers.join(','),
+    DATABASE_URL: input.databaseUrl,
+    TOPIC_EVENTS: input.names.events,
+    TOPIC_APPLIED: input.names.applied,
+    TOPIC_RETRY_LEVELS: String(input.names.retries.length),
+    CONSUMER_GROUP: input.group,
+  };
 }
 
 export function themeEvent(tenant: string, id: string, version: number, overrides: SampleThemeEventOverrides = {}): EventEnvelope {
