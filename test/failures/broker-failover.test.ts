@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testKafka, createTestTopics } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testKafka, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { groupCaughtUp, outboxDrained, workerTestConfig } from '../kit/worker.ts';
@@ -38,7 +36,7 @@ interface ReadySample {
   liveBrokers: number;
 }
 
-const basePort = Number(process.env.FAILOVER_BASE_PORT ?? (await freePortRange(6)));
+const basePort = await freePortRange(6);
 
 /**
  * The real ingress (replication 3, min.insync.replicas 2) and a real worker whose relay publishes,
@@ -47,22 +45,18 @@ const basePort = Number(process.env.FAILOVER_BASE_PORT ?? (await freePortRange(6
  */
 describe('failures: one broker of three killed under load, round after round', () => {
   const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort });
-  let kafka: Kafka;
-  let db: TestDatabase;
+  useLocalKafka(cluster, { startTimeoutMs: 150_000, timeoutMs: 240_000 });
+  const kafka = testKafka(uniqueName('failover'), cluster.brokers);
+  const { names } = useTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 });
+  const db = useTestDatabase();
   let worker: WorkerHandle;
   let ingress: IngressHandle;
-  let names: TopicNames;
   let groupId: string;
   const crashes: string[] = [];
   /** /readyz of the ingress, four times a second during the rounds. */
   const ready: ReadySample[] = [];
 
   beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(150_000);
-    kafka = testKafka(uniqueName('failover'), cluster.brokers);
-    ({ names } = await createTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 }));
-    db = await createTestDatabase();
     const config = workerTestConfig({
       brokers: cluster.brokers,
       databaseUrl: db.url,
@@ -81,9 +75,6 @@ describe('failures: one broker of three killed under load, round after round', (
   afterAll(async () => {
     await ingress?.close();
     await worker?.close();
-    await db?.drop();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   /** Every partition of every topic (internal ones too) has all three replicas in sync. */

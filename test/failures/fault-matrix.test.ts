@@ -1,34 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
-import { LocalKafka, ensureDatabase } from '../kit/infra.ts';
+import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { migrate } from '#domain/store/migrate.ts';
-import { createPool } from '#plumbing/db/pool.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testKafka, topicRecordCount, createTestTopics } from '../kit/kafka.ts';
+import { testKafka, topicRecordCount, useLocalKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
-import {
-  AnswerLog,
-  answerRecord,
-  appliedLedger,
-  dlqEntries,
-  FINAL_STATUSES,
-  firstOf,
-  inboxRows,
-  metricSum,
-  missingFromEventsTopic,
-  resourceVersions,
-  settledIds,
-  stateProblems,
-  WorkerProcess,
-} from '../kit/ledger.ts';
-import { OwnPostgres } from '../kit/own-postgres.ts';
+import { startTestIngress } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
+import { firstOf, metricSum, missingFromEventsTopic, resourceVersions, WorkerProcess } from '../kit/ledger.ts';
+import { OwnPostgres, useOwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort, freePortRange } from '../kit/ports.ts';
+import { ProviderTraffic } from '../kit/traffic.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = Number(process.env.MATRIX_RESOURCES ?? 300);
@@ -44,8 +27,8 @@ const STUCK_SESSION_MS = 60_000;
 const STEADY_MS = 3_000;
 const ACCEPTANCE_FLOOR = 0.8;
 
-const pgPort = Number(process.env.MATRIX_PG_PORT ?? (await freePort()));
-const basePort = Number(process.env.MATRIX_BASE_PORT ?? (await freePortRange(2)));
+const pgPort = await freePort();
+const basePort = await freePortRange(2);
 
 /**
  * Steady signed traffic through the real ingress, a worker process, a broker and a Postgres of
@@ -53,36 +36,21 @@ const basePort = Number(process.env.MATRIX_BASE_PORT ?? (await freePortRange(2))
  */
 describe('failures: fault matrix under steady traffic', () => {
   const own = new OwnPostgres(pgPort);
+  const db = useOwnPostgres(own, { poolMax: 4, applicationName: 'matrix-test' });
   const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort });
-  let pool: pg.Pool;
-  let databaseUrl: string;
-  let kafka: Kafka;
-  let names: TopicNames;
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('matrix'), cluster.brokers);
+  const { names } = useTestTopics(kafka, { eventsPartitions: 6 });
   let ingress: IngressHandle;
   let worker: WorkerProcess;
   const groupId = uniqueName('matrix-applier');
 
   beforeAll(async () => {
-    await own.init();
-    await own.start();
-    databaseUrl = await ensureDatabase(own.adminUrl, 'bridge');
-    pool = createPool({ url: databaseUrl, max: 4, applicationName: 'matrix-test' });
-    pool.on('error', () => {}); // idle connections die with the server during the outage
-    await migrate(pool);
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('matrix'), cluster.brokers);
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 6 }));
     ingress = await startTestIngress(cluster.brokers, names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     worker = new WorkerProcess({
       restartAfterKill: false,
       env: {
-        KAFKA_BROKERS: cluster.brokers.join(','),
-        DATABASE_URL: databaseUrl,
-        TOPIC_EVENTS: names.events,
-        TOPIC_APPLIED: names.applied,
-        TOPIC_RETRY_LEVELS: String(names.retries.length),
-        CONSUMER_GROUP: groupId,
+        ...workerEnv({ brokers: cluster.brokers, databaseUrl: db.url, names, group: groupId }),
         LOG_LEVEL: 'warn',
         WORKER_BATCH_SIZE: '100',
         WORKER_SESSION_TIMEOUT_MS: '10000',
@@ -114,67 +82,22 @@ describe('failures: fault matrix under steady traffic', () => {
     }
     await worker?.stop();
     await ingress?.close();
-    await pool?.end().catch(() => {});
-    await own.destroy();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   it('keeps every acknowledged event through broker freeze, broker crash, Postgres stop, worker kill and a stuck session', async () => {
-    const log = new AnswerLog();
-    const versions = new Map<string, number>();
-    const accepted = new Map<string, { resource: string; version: number; answeredAt: number }>();
-    const inFlight = new Set<string>();
-    const pending = new Set<Promise<void>>();
-    let tick = 0;
-    let cold = 0;
+    const traffic = new ProviderTraffic({
+      url: () => ingress.url,
+      tenant: TENANT,
+      rate: RATE,
+      resources: RESOURCES,
+      prefix: 'mx_r',
+      hot: HOT,
+    });
+    const { log, accepted } = traffic;
+    traffic.start();
 
-    function pick(): string | undefined {
-      if (tick % 10 === 0 && !inFlight.has(HOT)) return HOT;
-      for (let n = 0; n < RESOURCES; n += 1) {
-        const resource = `mx_r${cold++ % RESOURCES}`;
-        if (!inFlight.has(resource)) return resource;
-      }
-      return undefined;
-    }
-
-    // One request per tick. One request per resource at a time, so a resource's versions reach the
-    // ingress in order; a refused version is not sent again (the next one supersedes it).
-    function fire(): void {
-      tick += 1;
-      const resource = pick();
-      if (resource === undefined) return;
-      const version = (versions.get(resource) ?? 0) + 1;
-      versions.set(resource, version);
-      const request = signedRequest({ event: { tenant_id: TENANT, resource: { id: resource, version } } });
-      const event = { eventId: request.eventId, resource, version };
-      inFlight.add(resource);
-      const sentAt = Date.now();
-      const done = post(ingress.url, request)
-        .catch((e: Error) => e)
-        .then((answer) => {
-          const record = answerRecord(sentAt, answer, event);
-          log.record(record);
-          if (record.status >= 200 && record.status < 300)
-            accepted.set(event.eventId, { resource, version, answeredAt: record.answeredAt });
-        })
-        .finally(() => {
-          inFlight.delete(resource);
-          pending.delete(done);
-        });
-      pending.add(done);
-    }
-    const clock = setInterval(fire, 1000 / RATE);
-
-    // Events known to have a final inbox status (checked once, never again).
-    const settled = new Set<string>();
-    async function unsettled(ids: string[]): Promise<string[]> {
-      const open = ids.filter((id) => !settled.has(id));
-      for (const id of await settledIds(pool, TENANT, open)) settled.add(id);
-      return open.filter((id) => !settled.has(id));
-    }
     async function outboxAgeSeconds(): Promise<number> {
-      return oldestUnpublishedOutboxAge(pool);
+      return oldestUnpublishedOutboxAge(db.pool);
     }
 
     /** Ingress accepting again, and every event accepted so far applied and published. */
@@ -191,7 +114,7 @@ describe('failures: fault matrix under steady traffic', () => {
       const deadline = Date.now() + 120_000;
       for (;;) {
         try {
-          left = await unsettled(ids);
+          left = await traffic.unsettled(db.pool, ids);
           age = left.length === 0 ? await outboxAgeSeconds() : age;
           if (left.length === 0 && age < 2) return;
         } catch {
@@ -257,7 +180,7 @@ describe('failures: fault matrix under steady traffic', () => {
 
       await fault(`idle-in-transaction session ${STUCK_SESSION_MS / 1000} s on ${HOT_KEY}`, async () => {
         // Not a bridge pool: a plain client, so no idle_in_transaction_session_timeout ends it.
-        const stuck = new pg.Client({ connectionString: databaseUrl, application_name: 'matrix-stuck-session' });
+        const stuck = new pg.Client({ connectionString: db.url, application_name: 'matrix-stuck-session' });
         stuck.on('error', () => {});
         await stuck.connect();
         try {
@@ -268,7 +191,7 @@ describe('failures: fault matrix under steady traffic', () => {
           await stuck.query(
             `INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset) VALUES ('evt_matrix_stuck', 'x/theme/x', '{}', 't', 0, 0)`,
           );
-          const hotBefore = (await resourceVersions(pool, TENANT)).get(HOT);
+          const hotBefore = (await resourceVersions(db.pool, TENANT)).get(HOT);
           const acceptedBefore = accepted.size;
           await sleep(STUCK_SESSION_MS);
           // The session lasted (nothing ended it), the busy key did not move meanwhile although
@@ -276,7 +199,7 @@ describe('failures: fault matrix under steady traffic', () => {
           await stuck
             .query('SELECT 1')
             .catch((e: Error) => stuckProblems.push(`the stuck session did not last ${STUCK_SESSION_MS / 1000} s: ${e.message}`));
-          const hotAfter = (await resourceVersions(pool, TENANT)).get(HOT);
+          const hotAfter = (await resourceVersions(db.pool, TENANT)).get(HOT);
           if (hotAfter !== hotBefore) stuckProblems.push(`${HOT} moved from v${hotBefore} to v${hotAfter} while its lock was held`);
           const hotAccepted = [...accepted.values()].filter((a) => a.resource === HOT && a.version > (hotBefore ?? 0)).length;
           if (hotAccepted === 0) stuckProblems.push(`no event of ${HOT} accepted while its lock was held: the fault did not bite`);
@@ -311,8 +234,7 @@ describe('failures: fault matrix under steady traffic', () => {
         }
       });
     } finally {
-      clearInterval(clock);
-      await Promise.allSettled([...pending]);
+      await traffic.stop();
     }
 
     // Everything settles: both groups caught up, nothing received or retrying, outbox published.
@@ -323,15 +245,15 @@ describe('failures: fault matrix under steady traffic', () => {
         for (const [i, topic] of names.retries.entries()) {
           if (!(await groupCaughtUp(kafka, `${groupId}.retry.${i + 1}`, topic))) return false;
         }
-        const { rows } = await pool.query<{ n: number }>(
+        const { rows } = await db.pool.query<{ n: number }>(
           "SELECT count(*)::int AS n FROM inbox_events WHERE status IN ('received', 'retrying')",
         );
-        return rows[0]!.n === 0 && (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
+        return rows[0]!.n === 0 && (await traffic.unsettled(db.pool, ids)).length === 0 && (await outboxDrained(db.pool));
       },
       { timeoutMs: 120_000, message: 'everything settled' },
     ).catch(async (error: Error) => {
       throw new Error(
-        `${error.message}: ${(await unsettled(ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
+        `${error.message}: ${(await traffic.unsettled(db.pool, ids)).length} of ${ids.length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
       );
     });
 
@@ -343,38 +265,10 @@ describe('failures: fault matrix under steady traffic', () => {
         (id) => `accepted ${id} (${accepted.get(id)!.resource} v${accepted.get(id)!.version}) is not on the events topic`,
       ),
     );
-    // Every acknowledged event ends applied, duplicate or stale: none dead-lettered, retrying or lost.
-    const rows = await inboxRows(pool, TENANT, ids);
-    const tally: Record<string, number> = {};
-    for (const [id, a] of accepted) {
-      const row = rows.get(id);
-      const status = row?.status ?? 'missing';
-      tally[status] = (tally[status] ?? 0) + 1;
-      if (!FINAL_STATUSES.has(status)) {
-        problems.push(
-          `accepted ${id} (${a.resource} v${a.version}) ended ${status}${row ? ` (reason ${row.reason}, attempts ${row.attempts}: ${row.last_error})` : ' (lost)'}`,
-        );
-      }
-    }
-    const acceptedMax = new Map<string, number>();
-    for (const a of accepted.values()) acceptedMax.set(a.resource, Math.max(acceptedMax.get(a.resource) ?? 0, a.version));
-    const state = await resourceVersions(pool, TENANT);
-    problems.push(...stateProblems({ accepted: acceptedMax, sent: versions, state }));
-    // The applied topic: every applied event once per key in apply order (or a byte-identical
-    // replay), ending at resource_state; nothing foreign; every 2xx settled.
-    const applied = await appliedLedger({ pool, kafka, appliedTopic: names.applied, tenant: TENANT, accepted: ids });
-    problems.push(...applied.problems);
-    // Nothing dead-lettered, nothing routed to a retry topic.
-    const dlq = await dlqEntries(kafka, names.dlq);
-    problems.push(...dlq.map((d) => `dead-lettered: ${d.eventId} (${d.key}) reason ${d.reason}: ${d.error}`));
-    const retried: Record<string, number> = {};
-    for (const topic of names.retries) {
-      const n = await topicRecordCount(kafka, topic);
-      if (n > 0) {
-        retried[topic] = n;
-        problems.push(`${n} records on ${topic}`);
-      }
-    }
+    // Every acknowledged event ends applied, duplicate or stale; state, applied topic, DLQ and retry
+    // topics agree with what was accepted.
+    const { problems: ledger, tally, applied, dlq, retried } = await traffic.ledger({ pool: db.pool, kafka, names });
+    problems.push(...ledger);
     // The worker died only when the test killed it, and was started once after that.
     problems.push(...worker.restartProblems());
     problems.push(...log.acceptanceProblems(ACCEPTANCE_FLOOR));

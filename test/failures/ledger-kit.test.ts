@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { appliedHeaders } from '#domain/apply/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testKafka, type ReadRecord } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testKafka, type ReadRecord, useTestTopics } from '../kit/kafka.ts';
 import { analyseLedger, appliedLedger, type AppliedEvent, type LedgerFacts, type StateRow } from '../kit/ledger.ts';
 
 // The shared ledger check must be able to fail: every way the applied topic can betray a
@@ -151,19 +150,9 @@ describe('the ledger analyser', () => {
 });
 
 describe('appliedLedger on a real topic and database', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let appliedTopic: string;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    appliedTopic = (await createTestTopics(kafka)).names.applied;
-  });
-
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
+  const kafka = testKafka();
+  const appliedTopic = useTestTopics(kafka).names.applied;
 
   it('reads the inbox, state, outbox and topic: a skipped v2 and an unsettled 2xx are reported', async () => {
     for (const v of [1, 2, 3]) {

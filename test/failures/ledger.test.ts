@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testKafka, createTestTopics } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testKafka, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress, type SignedRequest } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
+import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -39,13 +37,14 @@ interface Sent {
   version: number;
 }
 
-const basePort = Number(process.env.LEDGER_BASE_PORT ?? (await freePortRange(2)));
+const basePort = await freePortRange(2);
 
 describe('failures: ledger under broker restarts and worker kill -9', () => {
   const cluster = new LocalKafka({ name: `ledger-${process.pid}`, nodes: 1, basePort });
-  let kafka: Kafka;
-  let names: TopicNames;
-  let db: TestDatabase;
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('ledger'), cluster.brokers);
+  const { names } = useTestTopics(kafka, { eventsPartitions: 3 });
+  const db = useTestDatabase();
   let ingress: IngressHandle;
   let worker: WorkerProcess;
   const groupId = uniqueName('ledger-applier');
@@ -62,21 +61,11 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
   let monitor: NodeJS.Timeout | undefined;
 
   beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('ledger'), cluster.brokers);
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 3 }));
-    db = await createTestDatabase();
     ingress = await startTestIngress(cluster.brokers, names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     worker = new WorkerProcess({
       restartAfterKill: true,
       env: {
-        KAFKA_BROKERS: cluster.brokers.join(','),
-        DATABASE_URL: db.url,
-        TOPIC_EVENTS: names.events,
-        TOPIC_APPLIED: names.applied,
-        TOPIC_RETRY_LEVELS: String(names.retries.length),
-        CONSUMER_GROUP: groupId,
+        ...workerEnv({ brokers: cluster.brokers, databaseUrl: db.url, names, group: groupId }),
         LOG_LEVEL: 'warn',
         WORKER_BATCH_SIZE: '50',
         WORKER_SESSION_TIMEOUT_MS: '6000',
@@ -107,9 +96,6 @@ describe('failures: ledger under broker restarts and worker kill -9', () => {
     clearInterval(monitor);
     await worker?.stop();
     await ingress?.close();
-    await db?.drop();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   function nextRequest(i: number): { request: SignedRequest; event: Sent; first: boolean } {

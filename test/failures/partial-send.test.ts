@@ -1,13 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Producer } from '#plumbing/kafka/types.ts';
 import { createIdempotentProducer } from '#plumbing/kafka/producers.ts';
 import { LocalKafka } from '../kit/infra.ts';
-import { readTopic, testKafka } from '../kit/kafka.ts';
+import { readTopic, testKafka, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { eventually } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 
-const basePort = Number(process.env.PARTIAL_SEND_BASE_PORT ?? (await freePortRange(4)));
+const basePort = await freePortRange(4);
 
 /**
  * One send() whose partitions the producer believes are on two brokers, after one of those
@@ -19,19 +19,12 @@ const basePort = Number(process.env.PARTIAL_SEND_BASE_PORT ?? (await freePortRan
  */
 describe('failures: a send spanning a partition that just changed leader', () => {
   const cluster = new LocalKafka({ name: `partial-${process.pid}`, nodes: 2, basePort });
-  let kafka: Kafka;
+  useLocalKafka(cluster, { startTimeoutMs: 150_000, timeoutMs: 240_000 });
+  const kafka = testKafka(uniqueName('partial'), cluster.brokers);
   const producers: Producer[] = [];
-
-  beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(150_000);
-    kafka = testKafka(uniqueName('partial'), cluster.brokers);
-  }, 240_000);
 
   afterAll(async () => {
     await Promise.all(producers.map((p) => p.disconnect().catch(() => {})));
-    await cluster.stop();
-    cluster.wipe();
   });
 
   /** A topic of two partitions: 0 led by broker 1, 1 led by broker 2. */

@@ -1,34 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import type pg from 'pg';
-import { ensureDatabase } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { migrate } from '#domain/store/migrate.ts';
-import { createPool } from '#plumbing/db/pool.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { testBrokers, testKafka, topicRecordCount, createTestTopics } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
+import { startTestIngress } from '../kit/ingress.ts';
+import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
-import {
-  AnswerLog,
-  answerRecord,
-  appliedLedger,
-  dlqEntries,
-  FINAL_STATUSES,
-  firstOf,
-  inboxRows,
-  metricSum,
-  resourceVersions,
-  settledIds,
-  stateProblems,
-  WorkerProcess,
-} from '../kit/ledger.ts';
-import { OwnPostgres } from '../kit/own-postgres.ts';
+import { firstOf, metricSum, WorkerProcess } from '../kit/ledger.ts';
+import { OwnPostgres, useOwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
+import { useProviderTraffic } from '../kit/traffic.ts';
 
 const TENANT = 'tenant_acme';
 const RESOURCES = 120;
@@ -46,6 +28,8 @@ const STEADY_MS = 4_000;
 const RESUME_BOUND_MS = 120_000;
 const CAUGHT_UP_BOUND_MS = 180_000;
 
+const pgPort = await freePort();
+
 /**
  * Postgres failing as machines do, with fsync on, under steady signed traffic through the real
  * ingress and a worker process: the server's processes SIGKILLed (crash recovery), frozen by
@@ -54,48 +38,26 @@ const CAUGHT_UP_BOUND_MS = 180_000;
  * itself within the bounds above.
  */
 describe('failures: Postgres crashes, freezes and partitions under load', () => {
-  let own: OwnPostgres;
+  const own = new OwnPostgres(pgPort, { fsync: true });
+  // The test's own view of the database goes straight to the server, never through the proxy.
+  const db = useOwnPostgres(own, { poolMax: 3, applicationName: 'pg-crash-test' });
+  const kafka = testKafka(uniqueName('pg-crash'));
+  const { names } = useTestTopics(kafka, { eventsPartitions: 6 });
   let proxy: BlackHoleProxy;
-  let pool: pg.Pool;
-  let kafka: Kafka;
-  let names: TopicNames;
   let ingress: IngressHandle;
   let worker: WorkerProcess;
   const groupId = uniqueName('pg-crash-applier');
-  const log = new AnswerLog();
-  const versions = new Map<string, number>();
-  const accepted = new Map<string, { resource: string; version: number }>();
-  const inFlight = new Set<string>();
-  const pending = new Set<Promise<void>>();
-  const settled = new Set<string>();
-  let clock: NodeJS.Timeout | undefined;
-  let cold = 0;
 
   beforeAll(async () => {
-    own = new OwnPostgres(Number(process.env.PG_CRASH_PG_PORT ?? (await freePort())), { fsync: true });
-    await own.init();
-    await own.start();
-    const url = await ensureDatabase(own.adminUrl, 'bridge');
-    // The test's own view of the database goes straight to the server, never through the proxy.
-    pool = createPool({ url, max: 3, applicationName: 'pg-crash-test' });
-    pool.on('error', () => {}); // idle connections die with the server
-    await migrate(pool);
     proxy = new BlackHoleProxy({ host: '127.0.0.1', port: own.port });
     await proxy.listen();
-    kafka = testKafka(uniqueName('pg-crash'));
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 6 }));
     ingress = await startTestIngress(testBrokers(), names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
-    const workerUrl = new URL(url);
+    const workerUrl = new URL(db.url);
     workerUrl.port = String(proxy.port);
     worker = new WorkerProcess({
       restartAfterKill: false,
       env: {
-        KAFKA_BROKERS: testBrokers().join(','),
-        DATABASE_URL: workerUrl.toString(),
-        TOPIC_EVENTS: names.events,
-        TOPIC_APPLIED: names.applied,
-        TOPIC_RETRY_LEVELS: String(names.retries.length),
-        CONSUMER_GROUP: groupId,
+        ...workerEnv({ brokers: testBrokers(), databaseUrl: workerUrl.toString(), names, group: groupId }),
         LOG_LEVEL: 'warn',
         WORKER_BATCH_SIZE: '100',
         // Short, so anything wrongly routed would walk the whole chain into the DLQ within the run.
@@ -106,55 +68,19 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     });
     await worker.start();
     await worker.waitReady();
-    clock = setInterval(fire, 1000 / RATE);
   }, 180_000);
 
   afterAll(async () => {
-    clearInterval(clock);
-    await Promise.allSettled([...pending]);
-    own?.freeze(false);
+    own.freeze(false);
     proxy?.heal();
     await worker?.stop();
     await ingress?.close();
     await proxy?.close();
-    await pool?.end().catch(() => {});
-    await own?.destroy();
   });
 
-  // One request per tick, one request per resource at a time, so a resource's versions reach the
-  // ingress in order; a refused version is not sent again (the next one supersedes it).
-  function fire(): void {
-    let resource: string | undefined;
-    for (let n = 0; n < RESOURCES && resource === undefined; n += 1) {
-      const candidate = `pgc_r${cold++ % RESOURCES}`;
-      if (!inFlight.has(candidate)) resource = candidate;
-    }
-    if (resource === undefined) return;
-    const version = (versions.get(resource) ?? 0) + 1;
-    versions.set(resource, version);
-    const request = signedRequest({ event: { tenant_id: TENANT, resource: { id: resource, version } } });
-    const event = { eventId: request.eventId, resource, version };
-    inFlight.add(resource);
-    const sentAt = Date.now();
-    const done = post(ingress.url, request)
-      .catch((e: Error) => e)
-      .then((answer) => {
-        const record = answerRecord(sentAt, answer, event);
-        log.record(record);
-        if (record.status >= 200 && record.status < 300) accepted.set(event.eventId, { resource, version });
-      })
-      .finally(() => {
-        inFlight.delete(resource);
-        pending.delete(done);
-      });
-    pending.add(done);
-  }
-
-  async function unsettled(ids: string[]): Promise<string[]> {
-    const open = ids.filter((id) => !settled.has(id));
-    for (const id of await settledIds(pool, TENANT, open)) settled.add(id);
-    return open.filter((id) => !settled.has(id));
-  }
+  // Started once the worker is ready, stopped before the afterAll above.
+  const traffic = useProviderTraffic({ url: () => ingress.url, tenant: TENANT, rate: RATE, resources: RESOURCES, prefix: 'pgc_r' });
+  const { log, accepted } = traffic;
 
   /**
    * After the fault ends: when the first event accepted after it is applied (processing resumed),
@@ -168,11 +94,11 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     for (;;) {
       try {
         const probes = probeIds();
-        if (resumedMs === undefined && probes.length > 0 && (await unsettled(probes)).length < probes.length)
+        if (resumedMs === undefined && probes.length > 0 && (await traffic.unsettled(db.pool, probes)).length < probes.length)
           resumedMs = Date.now() - endedAt;
         if (resumedMs !== undefined) {
           if (ids.length === 0) ids = [...accepted.keys()];
-          if ((await unsettled(ids)).length === 0 && (await oldestUnpublishedOutboxAge(pool)) < 1)
+          if ((await traffic.unsettled(db.pool, ids)).length === 0 && (await oldestUnpublishedOutboxAge(db.pool)) < 1)
             return { resumedMs, caughtUpMs: Date.now() - endedAt };
         }
       } catch {
@@ -181,7 +107,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
       if (Date.now() > deadline) {
         throw new Error(
           `${name}: not recovered ${((Date.now() - endedAt) / 1000).toFixed(0)} s after the fault ended (resumed: ${resumedMs ?? 'no'}); ` +
-            `${(await unsettled([...accepted.keys()]).catch(() => [])).length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
+            `${(await traffic.unsettled(db.pool, [...accepted.keys()]).catch(() => [])).length} accepted events unsettled; worker output:\n${worker.output.slice(-4_000)}`,
         );
       }
       await sleep(250);
@@ -190,49 +116,23 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
 
   /** The ledger of everything accepted so far; traffic stops meanwhile, so that state and topic hold still. */
   async function ledgerProblems(): Promise<{ problems: string[]; line: string }> {
-    clearInterval(clock);
-    await Promise.allSettled([...pending]);
+    await traffic.stop();
     const ids = [...accepted.keys()];
     await eventually(
       async () => {
         if (!(await groupCaughtUp(kafka, groupId, names.events))) return false;
-        return (await unsettled(ids)).length === 0 && (await outboxDrained(pool));
+        return (await traffic.unsettled(db.pool, ids)).length === 0 && (await outboxDrained(db.pool));
       },
       { timeoutMs: 60_000, message: 'everything settled' },
     );
-    const problems: string[] = [];
-    const rows = await inboxRows(pool, TENANT, ids);
-    const tally: Record<string, number> = {};
-    for (const [id, a] of accepted) {
-      const row = rows.get(id);
-      const status = row?.status ?? 'missing';
-      tally[status] = (tally[status] ?? 0) + 1;
-      if (!FINAL_STATUSES.has(status))
-        problems.push(
-          `accepted ${id} (${a.resource} v${a.version}) ended ${status}${row ? ` (${row.reason}: ${row.last_error})` : ' (lost)'}`,
-        );
-    }
-    const acceptedMax = new Map<string, number>();
-    for (const a of accepted.values()) acceptedMax.set(a.resource, Math.max(acceptedMax.get(a.resource) ?? 0, a.version));
-    const state = await resourceVersions(pool, TENANT);
-    problems.push(...stateProblems({ accepted: acceptedMax, sent: versions, state }));
-    // Every applied event once per key in apply order (or a byte-identical replay), ending at
-    // resource_state; nothing foreign; every 2xx settled.
-    const applied = await appliedLedger({ pool, kafka, appliedTopic: names.applied, tenant: TENANT, accepted: ids });
-    problems.push(...applied.problems);
-    const dlq = await dlqEntries(kafka, names.dlq);
-    problems.push(...dlq.map((d) => `dead-lettered: ${d.eventId} (${d.key}) reason ${d.reason}: ${d.error}`));
-    for (const topic of names.retries) {
-      const n = await topicRecordCount(kafka, topic);
-      if (n > 0) problems.push(`${n} records on ${topic}: an outage was routed as a failure of the events`);
-    }
+    const { problems, tally, applied, dlq } = await traffic.ledger({ pool: db.pool, kafka, names });
     problems.push(...worker.restartProblems());
     // The ingress does not depend on Postgres: it accepts throughout.
     problems.push(...log.acceptanceProblems(0.95));
     const line =
       `${log.summary()}; inbox ${JSON.stringify(tally)}; applied topic ${applied.records} records ` +
       `for ${applied.applied} applied events (${applied.repeated} repeated); DLQ ${dlq.length}`;
-    clock = setInterval(fire, 1000 / RATE);
+    traffic.start();
     return { problems, line };
   }
 
@@ -251,7 +151,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
 
   /** inject resolves to when the fault was lifted, if that was before it returned (a restart). */
   async function underFault(name: string, inject: () => Promise<number | void>): Promise<void> {
-    await eventually(async () => accepted.size >= 100 && (await unsettled([...accepted.keys()])).length < 50, {
+    await eventually(async () => accepted.size >= 100 && (await traffic.unsettled(db.pool, [...accepted.keys()])).length < 50, {
       timeoutMs: 60_000,
       message: 'traffic accepted and applied',
     });
@@ -266,7 +166,7 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     const { problems, line } = await ledgerProblems();
     // The fault bit: no apply transaction started in the fault (after its first second, which
     // may still see a chunk begun before it).
-    const during = await pool.query<{ n: number }>(
+    const during = await db.pool.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM inbox_events WHERE first_seen_at > $1 AND first_seen_at < $2',
       [new Date(started + 1_000), new Date(lifted ?? endedAt)],
     );

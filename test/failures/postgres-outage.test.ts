@@ -1,17 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import type { Kafka, Producer } from '#plumbing/kafka/types.ts';
-import type pg from 'pg';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import type { Producer } from '#plumbing/kafka/types.ts';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
-import { createPool } from '#plumbing/db/pool.ts';
-import { migrate } from '#domain/store/migrate.ts';
-import { ensureDatabase } from '../kit/infra.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
-import { groupCaughtUp, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
-import { OwnPostgres } from '../kit/own-postgres.ts';
+import { topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, raw, themeEvent, metricValue, useWorker } from '../kit/worker.ts';
+import { OwnPostgres, useOwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
 
@@ -19,49 +13,30 @@ const T = 'tenant_outage';
 const OUTAGE_MS = 30_000;
 const RESOURCES = 25;
 
-const pgPort = Number(process.env.OUTAGE_PG_PORT ?? (await freePort()));
+const pgPort = await freePort();
 
 describe('failures: Postgres outage under a steady stream', () => {
   const own = new OwnPostgres(pgPort);
-  let pool: pg.Pool;
-  let kafka: Kafka;
+  // The test's pool: idle connections die with the server; the test expects that.
+  const db = useOwnPostgres(own, { poolMax: 2, applicationName: 'outage-test' });
+  const { kafka, names, groupId, worker } = useWorker({
+    database: db,
+    config: (names) => ({
+      retryLevels: names.retries.length,
+      // Short retry delays so anything wrongly routed would show up quickly; probes capped at 2 s.
+      failures: { ...defaultFailureSettings, schedule: { delaysMs: [200, 200, 200, 200], jitter: 0 }, probeMaxMs: 2_000 },
+      statementTimeoutMs: 3_000,
+    }),
+  });
   let producer: Producer;
-  let worker: WorkerHandle;
-  let names: TopicNames;
-  let groupId: string;
 
   beforeAll(async () => {
-    await own.init();
-    await own.start();
-    const url = await ensureDatabase(own.adminUrl, 'bridge');
-    pool = createPool({ url, max: 2, applicationName: 'outage-test' });
-    pool.on('error', () => {}); // idle connections die with the server; the test expects that
-    await migrate(pool);
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: {
-        retryLevels: names.retries.length,
-        // Short retry delays so anything wrongly routed would show up quickly; probes capped at 2 s.
-        failures: { ...defaultFailureSettings, schedule: { delaysMs: [200, 200, 200, 200], jitter: 0 }, probeMaxMs: 2_000 },
-        statementTimeoutMs: 3_000,
-      },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
     producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: defaultPartitioner });
     await producer.connect();
   });
 
   afterAll(async () => {
     await producer?.disconnect();
-    await worker?.close();
-    await pool?.end().catch(() => {});
-    await own.destroy();
   });
 
   it('pauses instead of draining: nothing in a retry topic or the DLQ, everything applied after, lag back to zero', async () => {
@@ -90,7 +65,7 @@ describe('failures: Postgres outage under a steady stream', () => {
       }
     })();
 
-    const appliedCount = async () => Number((await pool.query('SELECT count(*) AS n FROM inbox_events')).rows[0].n);
+    const appliedCount = async () => Number((await db.pool.query('SELECT count(*) AS n FROM inbox_events')).rows[0].n);
     await eventually(async () => (await appliedCount()) > 20, { message: 'some events applied before the outage' });
     await own.stop();
     const stoppedAt = Date.now();
@@ -109,9 +84,9 @@ describe('failures: Postgres outage under a steady stream', () => {
 
     await eventually(() => groupCaughtUp(kafka, groupId, names.events), { timeoutMs: 60_000, message: 'main group caught up' });
     await eventually(async () => (await appliedCount()) === sent.length, { timeoutMs: 30_000, message: 'every event in the inbox' });
-    const { rows } = await pool.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM inbox_events GROUP BY status');
+    const { rows } = await db.pool.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM inbox_events GROUP BY status');
     expect(Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]))).toEqual({ applied: sent.length });
-    const states = await pool.query<{ resource_id: string; version: string }>(
+    const states = await db.pool.query<{ resource_id: string; version: string }>(
       'SELECT resource_id, version FROM resource_state WHERE tenant_id = $1',
       [T],
     );

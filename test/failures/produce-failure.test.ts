@@ -1,46 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { describe, expect, it } from 'vitest';
 import { defaultFailureSettings } from '#domain/failures/index.ts';
-import { ensureTopics, topicSpecs, type TopicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, stateOf, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, stateOf, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const T = 'tenant_dlq_down';
 
 // Regression: a record whose DLQ produce fails must not have its offset committed (it would be lost).
 describe('failures: producing to the DLQ fails', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: TopicNames;
-  let settings: TopicSettings;
-  let groupId: string;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names, settings } = await createTestTopics(kafka, { eventsPartitions: 1 }));
-    const admin = kafka.admin();
-    await admin.connect();
-    await admin.deleteTopics({ topics: [names.dlq] });
-    await admin.disconnect();
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { retryLevels: names.retries.length, failures: { ...defaultFailureSettings, produceTimeoutMs: 1_500 } },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+  const { db, kafka, names, settings, groupId } = useWorker({
+    topics: { eventsPartitions: 1 },
+    config: (names) => ({ retryLevels: names.retries.length, failures: { ...defaultFailureSettings, produceTimeoutMs: 1_500 } }),
+    beforeStart: async () => {
+      const admin = kafka.admin();
+      await admin.connect();
+      await admin.deleteTopics({ topics: [names.dlq] });
+      await admin.disconnect();
+    },
   });
 
   it('does not commit the offset, and delivers the record to the DLQ once it can', async () => {

@@ -1,21 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { LocalKafka } from '../kit/infra.ts';
 import type { SourceRecord } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createFailureMetrics, permanentFailure } from '#domain/failures/index.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createFailureProducer, RetryRouter } from '#services/worker/retry/retry-router.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka, useLocalKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 
-const basePort = Number(process.env.PRODUCER_RECOVERY_BASE_PORT ?? (await freePortRange(2)));
+const basePort = await freePortRange(2);
 
 /**
  * Regression: the failure producer (shared by the main and the retry consumers) was kept after a
@@ -30,23 +28,10 @@ describe('failure producer after a send that timed out', () => {
     nodes: 1,
     basePort,
   });
-  let kafka: Kafka;
-  let db: TestDatabase;
-  let names: TopicNames;
-
-  beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('recovery'), cluster.brokers);
-    names = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 1 })).names;
-    db = await createTestDatabase();
-  }, 180_000);
-
-  afterAll(async () => {
-    await db?.drop();
-    await cluster.stop();
-    cluster.wipe();
-  });
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('recovery'), cluster.brokers);
+  const { names } = useTestTopics(kafka, { eventsPartitions: 1, retryLevels: 1 });
+  const db = useTestDatabase();
 
   it('writes every dead letter it reports as written, and keeps working after the broker comes back', async () => {
     // A client that gives up quickly, so the test need not wait out kafkajs's default retries.

@@ -12,7 +12,7 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher } from '#services/ingress/publisher.ts';
 import { createFailureProducer, RetryRouter } from '#services/worker/retry/retry-router.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { ProduceHoldProxy } from './produce-hold-proxy.ts';
@@ -44,7 +44,7 @@ describe('two sends racing on one producer', () => {
   let direct: Kafka;
   let viaProxy: Kafka;
   let names: TopicNames;
-  let db: TestDatabase;
+  const db = useTestDatabase();
 
   beforeAll(async () => {
     await proxy.listen();
@@ -60,11 +60,9 @@ describe('two sends racing on one producer', () => {
     // One partition per topic: both sends of a case land on the same partition, as two dead
     // letters (or two snapshots) of one partition's producer sequence do.
     names = (await createTestTopics(direct, { eventsPartitions: 1, retryLevels: 1 })).names;
-    db = await createTestDatabase();
   }, 120_000);
 
   afterAll(async () => {
-    await db?.drop();
     await proxy.close();
   });
 

@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { describe, expect, it } from 'vitest';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, stateOf, themeEvent, workerTestConfig, inboxRow, metricValue } from '../kit/worker.ts';
+import { readTopic, topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, stateOf, themeEvent, inboxRow, metricValue, useWorker } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_retry';
@@ -14,42 +10,22 @@ const T = 'tenant_retry';
 const DELAYS = [400, 600, 800, 1000];
 
 describe('failures: retry chain and DLQ against the real broker and Postgres', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: TopicNames;
-  let groupId: string;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
-    const failures = failureSettingsFrom(
-      parseConfig(failuresEnv, {
-        RETRY_DELAYS_MS: DELAYS.join(','),
-        RETRY_JITTER: '0',
-        FAULT_INJECT: [
-          `transient:${T}/theme/flaky:2`,
-          `transient:${T}/theme/broken:100`,
-          `permanent:${T}/theme/violates:1`,
-          `transient:${T}/theme/superseded:1`,
-        ].join(','),
-      }),
-    );
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { failures, retryLevels: names.retries.length },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+  const { db, kafka, names, groupId, worker } = useWorker({
+    config: (names) => ({
+      failures: failureSettingsFrom(
+        parseConfig(failuresEnv, {
+          RETRY_DELAYS_MS: DELAYS.join(','),
+          RETRY_JITTER: '0',
+          FAULT_INJECT: [
+            `transient:${T}/theme/flaky:2`,
+            `transient:${T}/theme/broken:100`,
+            `permanent:${T}/theme/violates:1`,
+            `transient:${T}/theme/superseded:1`,
+          ].join(','),
+        }),
+      ),
+      retryLevels: names.retries.length,
+    }),
   });
 
   it('sends a poison record to the DLQ with its reason while the partition keeps flowing', async () => {

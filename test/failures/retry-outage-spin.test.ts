@@ -1,22 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import type pg from 'pg';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { ensureDatabase } from '../kit/infra.ts';
+import { describe, expect, it } from 'vitest';
 import { parseConfig } from '#plumbing/config/env.ts';
-import { createPool } from '#plumbing/db/pool.ts';
-import { migrate } from '#domain/store/migrate.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
-import { groupCaughtUp, produce, raw, themeEvent, workerTestConfig, metricValue } from '../kit/worker.ts';
-import { OwnPostgres } from '../kit/own-postgres.ts';
+import { topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, produce, raw, themeEvent, metricValue, useWorker } from '../kit/worker.ts';
+import { OwnPostgres, useOwnPostgres } from '../kit/own-postgres.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePort } from '../kit/ports.ts';
 
 const T = 'tenant_spin';
 
-const pgPort = Number(process.env.SPIN_PG_PORT ?? (await freePort()));
+const pgPort = await freePort();
 
 /**
  * Regression: during a Postgres outage a retry consumer span in a tight fetch loop. Its topic was
@@ -26,44 +19,23 @@ const pgPort = Number(process.env.SPIN_PG_PORT ?? (await freePort()));
  */
 describe('failures: a retry consumer during a Postgres outage', () => {
   const own = new OwnPostgres(pgPort);
-  let pool: pg.Pool;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: TopicNames;
-  let groupId: string;
-
-  beforeAll(async () => {
-    await own.init();
-    await own.start();
-    const url = await ensureDatabase(own.adminUrl, 'bridge');
-    pool = createPool({ url, max: 2, applicationName: 'spin-test' });
-    pool.on('error', () => {});
-    await migrate(pool);
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 1 }));
-    const failures = failureSettingsFrom(
-      parseConfig(failuresEnv, {
-        RETRY_DELAYS_MS: '6000',
-        RETRY_JITTER: '0',
-        OUTAGE_PROBE_MAX_MS: '1000',
-        FAULT_INJECT: `transient:${T}/theme/early:1,transient:${T}/theme/late:1`,
-      }),
-    );
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { failures, retryLevels: 1, statementTimeoutMs: 3_000 },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config, { adminServer: false });
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await pool?.end().catch(() => {});
-    await own.destroy();
+  const db = useOwnPostgres(own, { poolMax: 2, applicationName: 'spin-test' });
+  const { kafka, names, groupId, worker } = useWorker({
+    database: db,
+    topics: { eventsPartitions: 3, retryLevels: 1 },
+    config: {
+      failures: failureSettingsFrom(
+        parseConfig(failuresEnv, {
+          RETRY_DELAYS_MS: '6000',
+          RETRY_JITTER: '0',
+          OUTAGE_PROBE_MAX_MS: '1000',
+          FAULT_INJECT: `transient:${T}/theme/early:1,transient:${T}/theme/late:1`,
+        }),
+      ),
+      retryLevels: 1,
+      statementTimeoutMs: 3_000,
+    },
+    deps: { adminServer: false },
   });
 
   it('stays paused and idle until the database is back, then applies both retried events', async () => {
@@ -94,7 +66,7 @@ describe('failures: a retry consumer during a Postgres outage', () => {
       timeoutMs: 60_000,
       message: 'the retry group caught up',
     });
-    const { rows } = await pool.query<{ event_id: string; status: string }>(
+    const { rows } = await db.pool.query<{ event_id: string; status: string }>(
       'SELECT event_id, status FROM inbox_events WHERE tenant_id = $1',
       [T],
     );

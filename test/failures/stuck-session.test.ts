@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { describe, expect, it } from 'vitest';
 import { resourceKey } from '#domain/contract/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { failureSettingsFrom, failuresEnv } from '#domain/failures/index.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
-import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { topicRecordCount } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_stuck';
@@ -23,32 +19,13 @@ const IDLE_IN_TRANSACTION_MS = 8_000;
  * pool), and a lock or statement timeout pauses the consumer like an outage instead of routing.
  */
 describe('failures: a stuck session holding a resource lock', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: TopicNames;
-  let groupId: string;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
-    const failures = failureSettingsFrom(parseConfig(failuresEnv, { RETRY_DELAYS_MS: '200,200,200,200', RETRY_JITTER: '0' }));
-    // Lock waits give up after 2 s (lock_timeout = min(statement timeout, 5 s)), well before the stuck session ends.
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { failures, retryLevels: names.retries.length, statementTimeoutMs: 2_000 },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+  // Lock waits give up after 2 s (lock_timeout = min(statement timeout, 5 s)), well before the stuck session ends.
+  const { db, kafka, names, groupId } = useWorker({
+    config: (names) => ({
+      failures: failureSettingsFrom(parseConfig(failuresEnv, { RETRY_DELAYS_MS: '200,200,200,200', RETRY_JITTER: '0' })),
+      retryLevels: names.retries.length,
+      statementTimeoutMs: 2_000,
+    }),
   });
 
   it('applies the blocked event once the stuck session is ended, with nothing in the retry chain or the DLQ', async () => {
