@@ -2,16 +2,15 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka, topicRecordCount, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { send, signedRequest } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
+import { groupCaughtUp, outboxDrained, workerEnv as baseWorkerEnv } from '../kit/worker.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
@@ -203,20 +202,15 @@ async function exitOf(service: ServiceProcess): Promise<{ code: number | null; a
 }
 
 describe('health and graceful shutdown as Kubernetes reads them (services as processes)', () => {
-  let kafka: Kafka;
-  let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka, { eventsPartitions: 3 });
+  const db = useTestDatabase();
   const group = uniqueName('theme-applier');
   const running: ServiceProcess[] = [];
   const figures: Record<string, Record<string, number | undefined>> = {};
 
   const workerEnv = (extra: Record<string, string> = {}) => ({
-    KAFKA_BROKERS: testBrokers().join(','),
-    DATABASE_URL: db.url,
-    TOPIC_EVENTS: names.events,
-    TOPIC_APPLIED: names.applied,
-    TOPIC_RETRY_LEVELS: String(names.retries.length),
-    CONSUMER_GROUP: group,
+    ...baseWorkerEnv({ brokers: testBrokers(), databaseUrl: db.url, names, group }),
     ADMIN_PORT: '0',
     LOG_LEVEL: 'info',
     ...extra,
@@ -226,15 +220,8 @@ describe('health and graceful shutdown as Kubernetes reads them (services as pro
     running.push(service);
     return service;
   };
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 3 }));
-    db = await createTestDatabase();
-  });
   afterAll(async () => {
     for (const s of running) await s.stop();
-    await db?.drop();
     // The figures docs/operations.md quotes: `npx vitest run --project integration test/health`.
     for (const [service, steps] of Object.entries(figures)) {
       console.log(`${service}: graceful shutdown under ${RATE} req/s of signed POSTs, ms after SIGTERM`);

@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { PoolClient } from 'pg';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
-import { workerTestConfig } from '../kit/worker.ts';
+import { useWorker } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 // Regression: the worker's readiness answered 503 at once only to a probe that arrived after the
@@ -13,41 +10,23 @@ import { eventually, sleep } from '../kit/eventually.ts';
 // here by holding every connection of the worker's pool.
 describe('worker readiness when the stop begins during a database round trip', () => {
   const POOL_SIZE = 2;
-  let db: TestDatabase;
-  let worker: WorkerHandle | undefined;
+  const { worker } = useWorker({ config: { databasePoolSize: POOL_SIZE }, deps: { onFailure: async () => 'handled' } });
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    const kafka = testKafka();
-    const { names } = await createTestTopics(kafka);
-    worker = await startWorker(
-      workerTestConfig({
-        brokers: testBrokers(),
-        databaseUrl: db.url,
-        eventsTopic: names.events,
-        appliedTopic: names.applied,
-        overrides: { databasePoolSize: POOL_SIZE },
-      }),
-      { onFailure: async () => 'handled' },
-    );
-    await eventually(async () => (await worker!.readiness()).ready, { timeoutMs: 60_000, message: 'the worker ready' });
-  });
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+    await eventually(async () => (await worker.readiness()).ready, { timeoutMs: 60_000, message: 'the worker ready' });
   });
 
   it('answers not ready (shutting down) as soon as close() is called, not after the round trip', async () => {
     const held: PoolClient[] = [];
     try {
-      for (let i = 0; i < POOL_SIZE; i += 1) held.push(await worker!.pool.connect());
+      for (let i = 0; i < POOL_SIZE; i += 1) held.push(await worker.pool.connect());
       let answered = false;
-      const probe = worker!.readiness().finally(() => (answered = true));
+      const probe = worker.readiness().finally(() => (answered = true));
       await sleep(300);
       expect(answered, 'the probe waits for the database').toBe(false);
 
       const stopAt = performance.now();
-      const closing = worker!.close();
+      const closing = worker.close();
       const answer = await probe;
       const waited = performance.now() - stopAt;
       expect(answer).toEqual({ ready: false, checks: { consumer_group: true, consuming: 'shutting down' } });
@@ -56,7 +35,6 @@ describe('worker readiness when the stop begins during a database round trip', (
       expect(waited).toBeLessThan(2_500);
       for (const client of held.splice(0)) client.release();
       await closing;
-      worker = undefined;
     } finally {
       for (const client of held) client.release();
     }

@@ -1,13 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
-import { createTestRelay } from '../kit/relay.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { useTestRelay } from '../kit/relay.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
 
@@ -21,22 +18,10 @@ const SHIFT = 5_000_000_000;
  * key: K v1, v2, v3, then v1 again, and compaction keeps v1.
  */
 describe('outbox relay after a restore into a cluster whose transaction ids overlap', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let applied: string;
-  let relay: OutboxRelay;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({
-      names: { applied },
-    } = await createTestTopics(kafka, { retryLevels: 0 }));
-    relay = createTestRelay({ db, applied, logger: createLogger({ name: 'relay', level: 'silent' }), batchSize: 100 });
-  });
-  afterAll(async () => {
-    await relay?.stop();
-    await db?.drop();
+  const { db, kafka, applied, relay } = useTestRelay({
+    topics: { retryLevels: 0 },
+    logger: createLogger({ name: 'relay', level: 'silent' }),
+    batchSize: 100,
   });
 
   let offset = 0;

@@ -1,13 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
-import { createTestRelay } from '../kit/relay.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { useTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // Transaction ids of a cluster that ran for a long while before it was dumped.
@@ -19,25 +16,9 @@ const OLD_CLUSTER_SHIFT = 5_000_000_000;
  * relay published nothing, silently, and the outbox-age metric stayed 0.
  */
 describe('outbox relay after the database moved to a new cluster (dump and restore)', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let applied: string;
   const logLines: string[] = [];
-  let relay: OutboxRelay;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({
-      names: { applied },
-    } = await createTestTopics(kafka, { retryLevels: 0 }));
-    const logger = createLogger({ name: 'relay', level: 'info' }, { write: (line: string) => logLines.push(line) });
-    relay = createTestRelay({ db, applied, logger, batchSize: 100 });
-  });
-  afterAll(async () => {
-    await relay?.stop();
-    await db?.drop();
-  });
+  const logger = createLogger({ name: 'relay', level: 'info' }, { write: (line: string) => logLines.push(line) });
+  const { db, kafka, applied, relay } = useTestRelay({ topics: { retryLevels: 0 }, logger, batchSize: 100 });
 
   let offset = 0;
   const applier = () => new SnapshotApplier({ pool: db.pool });

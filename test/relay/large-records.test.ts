@@ -1,13 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import type { OutboxRelay } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
-import { createTestRelay } from '../kit/relay.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { useTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
 
 const EVENTS = 40;
@@ -21,24 +18,8 @@ const DESCRIPTION_BYTES = 120 * 1024;
  * It also held all those payloads in memory at once. Batches are now bounded in bytes too.
  */
 describe('outbox relay with large applied records', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let applied: string;
-  let relay: OutboxRelay;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({
-      names: { applied },
-    } = await createTestTopics(kafka, { retryLevels: 0, eventsPartitions: 1 }));
-    const logger = createLogger({ name: 'relay', level: 'error' });
-    relay = createTestRelay({ db, applied, logger, batchSize: 500 });
-  });
-  afterAll(async () => {
-    await relay?.stop();
-    await db?.drop();
-  });
+  const logger = createLogger({ name: 'relay', level: 'error' });
+  const { db, kafka, applied, relay } = useTestRelay({ topics: { retryLevels: 0, eventsPartitions: 1 }, logger, batchSize: 500 });
 
   it('publishes every record when a batch of them would pass the broker’s request size', async () => {
     const records: SourceRecord[] = Array.from({ length: EVENTS }, (_, i) => {

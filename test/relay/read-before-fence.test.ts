@@ -1,13 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
@@ -24,20 +23,13 @@ import { sleep } from '../kit/eventually.ts';
  * the session of a frozen process.
  */
 describe('outbox relay: a leader frozen between its read and its send', () => {
-  let kafka: Kafka;
-  let db: TestDatabase;
-  let applied: string;
+  const kafka = testKafka(uniqueName('fence-read'));
+  const applied = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.applied;
+  const db = useTestDatabase();
   const relays: OutboxRelay[] = [];
-
-  beforeAll(async () => {
-    kafka = testKafka(uniqueName('fence-read'));
-    applied = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.applied;
-    db = await createTestDatabase();
-  });
 
   afterAll(async () => {
     for (const r of relays) await r.stop().catch(() => {});
-    await db?.drop();
   });
 
   /**

@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
@@ -8,8 +7,8 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
@@ -20,7 +19,7 @@ const SEND_TIMEOUT_MS = 2_000;
 const PAUSE_MS = 16_000;
 const KEYS = 6;
 
-const basePort = Number(process.env.RELAY_FENCE_BASE_PORT ?? (await freePortRange(2)));
+const basePort = await freePortRange(2);
 
 /**
  * Regression: an older version must never become the last applied record of a key. With two
@@ -34,24 +33,14 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
     nodes: 1,
     basePort,
   });
-  let kafka: Kafka;
-  let db: TestDatabase;
-  let applied: string;
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('fence'), cluster.brokers);
+  const applied = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.applied;
+  const db = useTestDatabase();
   const relays: Array<{ relay: OutboxRelay; close: () => Promise<void> }> = [];
-
-  beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('fence'), cluster.brokers);
-    applied = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.applied;
-    db = await createTestDatabase();
-  }, 180_000);
 
   afterAll(async () => {
     for (const r of relays) await r.close().catch(() => {});
-    await db?.drop();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   /** One worker's relay, built as the worker builds it (its own Kafka client and leader connection). */

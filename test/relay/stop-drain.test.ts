@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
@@ -8,8 +7,8 @@ import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, readTopic, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
@@ -19,7 +18,7 @@ import { freePortRange } from '../kit/ports.ts';
 const PAUSE_MS = 3_500;
 const EVENTS = 300;
 
-const basePort = Number(process.env.STOP_DRAIN_BASE_PORT ?? (await freePortRange(2)));
+const basePort = await freePortRange(2);
 
 /**
  * Regression: a worker stopping under load left 273 applied records unpublished (CI, with the whole
@@ -33,25 +32,15 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     nodes: 1,
     basePort,
   });
-  let kafka: Kafka;
-  let db: TestDatabase;
-  let applied: string;
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('drain'), cluster.brokers);
+  const applied = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.applied;
+  const db = useTestDatabase();
   let offset = 0;
   const cleanups: Array<() => Promise<void>> = [];
 
-  beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('drain'), cluster.brokers);
-    applied = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.applied;
-    db = await createTestDatabase();
-  }, 180_000);
-
   afterAll(async () => {
     for (const cleanup of cleanups) await cleanup().catch(() => {});
-    await db?.drop();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   function startRelay(name: string): OutboxRelay {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka, Transaction } from '#plumbing/kafka/types.ts';
+import type { Transaction } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createRelayProducer } from '#services/worker/relay/index.ts';
 import { readTopic, testKafka } from '../kit/kafka.ts';
@@ -12,12 +12,11 @@ import { uniqueName } from '../kit/names.ts';
  * newer one on the compacted applied topic.
  */
 describe("relay transaction lanes: a new relay fences a former one's open transaction on every id", () => {
-  let kafka: Kafka;
+  const kafka = testKafka();
   let topic: string;
   const logger = createLogger({ name: 'relay', level: 'fatal' });
 
   beforeAll(async () => {
-    kafka = testKafka();
     topic = uniqueName('lanes-fence');
     const admin = kafka.admin();
     await admin.connect();

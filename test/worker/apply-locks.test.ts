@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { beginApplyAndLock } from '#domain/store/chunk.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // BEGIN and the resource-key locks go to Postgres as one simple query, the keys inlined as escaped
 // literals. The locks must be exactly the ones a parameterised statement took (hashtextextended of
 // each key, so every applier agrees whatever the key holds) and must serialise two appliers.
 describe('BEGIN with the resource-key locks', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   const awkward = ['t1/theme/plain', "t1/theme/o'quote", 't1/theme/back\\slash', 't1/theme/ünï cödé', 't1/theme/"dq"', 't1/theme/$1 ; --'];
 

@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type ApplyResult, type SourceRecord } from '#domain/apply/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
-import { groupCaughtUp, inboxStatus, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { groupCaughtUp, inboxStatus, produce, raw, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const RECORDS = 24;
@@ -29,40 +25,27 @@ class SlowFallbackApplier extends SnapshotApplier {
  * session timeout, the member was evicted, its commit refused, and the chunk fetched again: a loop.
  */
 describe('worker: the one-by-one fallback after a failed chunk keeps its group membership', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let groupId: string;
-  let events: string;
   const joins: string[] = [];
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    const { names } = await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 });
-    events = names.events;
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { sessionTimeoutMs: 6_000, retryLevels: 0 },
-    });
-    groupId = config.groupId;
-    const logger = createLogger(
-      { name: 'worker', level: 'info' },
-      {
-        write: (line: string) => {
-          if (line.includes('joined consumer group')) joins.push(line);
+  const {
+    db,
+    kafka,
+    names: { events },
+    groupId,
+  } = useWorker({
+    topics: { eventsPartitions: 1, retryLevels: 0 },
+    config: { sessionTimeoutMs: 6_000, retryLevels: 0 },
+    deps: ({ pool }) => ({
+      adminServer: false,
+      logger: createLogger(
+        { name: 'worker', level: 'info' },
+        {
+          write: (line: string) => {
+            if (line.includes('joined consumer group')) joins.push(line);
+          },
         },
-      },
-    );
-    worker = await startWorker(config, { adminServer: false, logger, applier: new SlowFallbackApplier({ pool: db.pool }) });
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+      ),
+      applier: new SlowFallbackApplier({ pool }),
+    }),
   });
 
   it('applies every record of the chunk once, commits, and joins the group only once', async () => {

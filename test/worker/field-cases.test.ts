@@ -1,21 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { SourceRecord } from '#domain/apply/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics, readTopic } from '../kit/kafka.ts';
-import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, stateOf, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, inboxStatus, outboxDrained, produce, raw, stateOf, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_field';
 
 describe('worker: the cases the field knows', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let worker: WorkerHandle;
-  let names: { events: string; applied: string };
-  let groupId: string;
   const failures: Array<{ record: SourceRecord; error: unknown }> = [];
+  const { db, kafka, names, groupId, worker } = useWorker({
+    deps: {
+      onFailure: async (record, error) => {
+        failures.push({ record, error });
+        return 'handled';
+      },
+    },
+  });
 
   const stale42 = themeEvent(T, 'stale', 42);
   const stale41 = themeEvent(T, 'stale', 41);
@@ -32,22 +32,6 @@ describe('worker: the cases the field knows', () => {
   const gapTo = themeEvent(T, 'gap', 5);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config, {
-      onFailure: async (record, error) => {
-        failures.push({ record, error });
-        return 'handled';
-      },
-    });
     const events = [
       raw(stale42),
       raw(stale41),
@@ -68,11 +52,6 @@ describe('worker: the cases the field knows', () => {
     await produce(kafka, names.events, events);
     await eventually(() => groupCaughtUp(kafka, groupId, names.events), { message: 'worker caught up' });
     await eventually(() => outboxDrained(db.pool), { message: 'outbox drained' });
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
   });
 
   it('v42 then v41: v41 is stale and v42 stays', async () => {

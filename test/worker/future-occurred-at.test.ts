@@ -1,15 +1,12 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { SnapshotApplier } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent, type ReceivedEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
+import { readTopic } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { metricValue, workerTestConfig } from '../kit/worker.ts';
+import { metricValue, useWorker } from '../kit/worker.ts';
 
 // A record already on the events topic, dated far ahead of the time the ingress received it: one
 // an ingress accepted before the bound existed, seen again by a DLQ replay or a reprocess. It goes
@@ -64,29 +61,9 @@ async function produceRecords(
 const secondsFromNow = (s: number) => new Date(Date.now() + s * 1000).toISOString();
 
 describe('worker: an occurred_at far ahead of received-at', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let names: TopicNames;
-  let worker: WorkerHandle;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 2 }));
-    worker = await startWorker(
-      workerTestConfig({
-        brokers: testBrokers(),
-        databaseUrl: db.url,
-        eventsTopic: names.events,
-        appliedTopic: names.applied,
-        overrides: { retryLevels: names.retries.length },
-      }),
-    );
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
+  const { db, kafka, names, worker } = useWorker({
+    topics: { eventsPartitions: 2 },
+    config: (names) => ({ retryLevels: names.retries.length }),
   });
 
   const state = async (id: string) =>

@@ -1,19 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { switchOrdering } from '#domain/operations/ordering-switch.ts';
 import { writeChunkEffects, type StateChunkRow } from '#domain/store/chunk.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 
 // Defence in depth below the decision: the chunk statement itself never writes a resource across
 // orderings, and the switch never interleaves with an apply's write.
 describe('resource ordering in the store (real Postgres)', () => {
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   const row = async (tenant: string, id: string) =>
     (

@@ -1,23 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
 import { OutboxRelay, relayParts } from '#services/worker/relay/index.ts';
 import { countUnpublishedOutbox, readNextOutbox, recordOutboxBatch } from '#domain/store/outbox.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { readTopic, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // The relay's cursor must never pass a row that a still-open transaction will commit later
 // (migration 0002): a row becomes readable only once every older transaction has ended.
 describe('outbox cursor: a late commit is never skipped', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   const insert = (client: { query: (sql: string, values: unknown[]) => Promise<unknown> }, eventId: string) =>
     client.query(
@@ -80,17 +73,9 @@ describe('outbox cursor: a late commit is never skipped', () => {
 });
 
 describe('outbox relay: an open transaction holding records back is named in the log', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let names: { events: string; applied: string };
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka);
 
   it('warns with the blocking backend once the wait passes the threshold, then publishes both in order', async () => {
     const lines: Array<Record<string, unknown>> = [];

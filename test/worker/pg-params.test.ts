@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { PackedBytes, textArray } from '#domain/store/columns.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 
 // A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
 const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
@@ -9,13 +9,7 @@ const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0
 // The apply statements' parameter encodings, read back by a real Postgres: every text element and
 // every packed value must arrive unchanged (quotes, backslashes, braces, "NULL", non-ASCII, empty).
 describe('apply parameters through Postgres', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   it('reads back every text element and every packed value unchanged', async () => {
     console.log(`[pg-params] seed ${SEED} (replay: FC_SEED=${SEED})`);

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { raw, themeEvent } from '../kit/worker.ts';
 
 // The apply path's big statements are prepared once per connection: planning them again for every
@@ -9,13 +9,7 @@ import { raw, themeEvent } from '../kit/worker.ts';
 // which is what a worker at a few events a second pays per event. Once Postgres settles on a generic plan
 // from small chunks, a full chunk must still come out right through it.
 describe('prepared apply statements', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   const record = (offset: number, id: string, version: number): SourceRecord => {
     const event = raw(themeEvent('tenant_prep', id, version));

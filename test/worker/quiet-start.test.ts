@@ -9,6 +9,7 @@ import { uniqueName } from '../kit/names.ts';
 import { freePortRange } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { workerEnv } from '../kit/worker.ts';
 
 interface LogLine {
   level: string;
@@ -38,13 +39,8 @@ describe('a worker starting normally', () => {
     db = await createTestDatabase();
     const { names } = await createTestTopics(testKafka());
     worker = spawnService('worker', {
-      KAFKA_BROKERS: testBrokers().join(','),
-      DATABASE_URL: db.url,
-      TOPIC_EVENTS: names.events,
-      TOPIC_APPLIED: names.applied,
-      TOPIC_RETRY_LEVELS: String(names.retries.length),
       // A new group: the broker finds (and may first load) its coordinator now.
-      CONSUMER_GROUP: uniqueName('theme-applier'),
+      ...workerEnv({ brokers: testBrokers(), databaseUrl: db.url, names, group: uniqueName('theme-applier') }),
       ADMIN_PORT: '0',
       LOG_LEVEL: 'info',
     });

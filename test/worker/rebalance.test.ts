@@ -1,25 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import type { EventEnvelope } from '#domain/contract/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 describe('worker: a member leaves mid-stream (rebalance)', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
+  const db = useTestDatabase();
+  const kafka = testKafka();
   const workers: WorkerHandle[] = [];
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-  });
 
   afterAll(async () => {
     for (const w of workers) await w.close();
-    await db?.drop();
   });
 
   it('the remaining member finishes; nothing is applied twice and every resource ends at its last version', async () => {

@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
+import { describe, expect, it } from 'vitest';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
-import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, workerTestConfig } from '../kit/worker.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { groupCaughtUp, outboxDrained, produce, raw, themeEvent, useWorker } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const T = 'tenant_shard';
@@ -16,30 +12,7 @@ const RESOURCES = 40;
 // source_partition: it must be the resource's partition, the same on every row of a resource and
 // on every topic of the bridge.
 describe('every table an apply writes carries the resource key partition', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let names: TopicNames;
-  let worker: WorkerHandle;
-  let groupId: string;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: PARTITIONS }));
-    const config = workerTestConfig({
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
-  });
-
-  afterAll(async () => {
-    await worker?.close();
-    await db?.drop();
-  });
+  const { db, kafka, names, groupId } = useWorker({ topics: { eventsPartitions: PARTITIONS } });
 
   it('inbox, state, outbox and the applied record all carry murmur2(key) mod partitions; a row from before gets it on its next apply', async () => {
     // A state row from before migration 0013: no partition.
