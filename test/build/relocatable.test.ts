@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../../infra/build/dist.ts';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
@@ -20,7 +20,7 @@ describe('the release build runs where it is moved (infra/build/dist.ts)', () =>
   const running: ServiceProcess[] = [];
   let dist: string;
   let sourcesFile: string;
-  let db: TestDatabase;
+  const db = useTestDatabase({ empty: true });
   // Node from this test's own PATH entry, nothing else: dist/ brings everything it needs but Node.
   const PATH = `${path.dirname(process.execPath)}${path.delimiter}/usr/bin${path.delimiter}/bin`;
   const start = (name: 'ingress' | 'worker' | 'console', env: Record<string, string>) => {
@@ -45,11 +45,9 @@ describe('the release build runs where it is moved (infra/build/dist.ts)', () =>
       resourceTypes: ['theme'],
     };
     writeFileSync(sourcesFile, JSON.stringify({ sources: [acme] }));
-    db = await createTestDatabase({ empty: true });
   });
   afterAll(async () => {
     for (const service of running) await service.stop();
-    await db?.drop();
     for (const dir of temporary) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,27 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
-import { testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { describe, expect, it } from 'vitest';
+import { testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { listMigrations } from '#domain/store/migrate.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
 describe('bridge: usage, help, topics create, migrate (as a subprocess)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-  let empty: TestDatabase;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-    empty = await createTestDatabase({ empty: true });
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-    await empty.drop();
-  });
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
+  const empty = useTestDatabase({ empty: true });
 
   // The full table of usage errors runs in-process in services/cli/cli.test.ts; these prove the exit code of the real process.
   it.each([[['offsets', 'reset', '--topic', 't', '--to', 'earliest'], /--group is required/]])(

@@ -1,11 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { TOPIC_RESOURCE_TYPE } from '#plumbing/kafka/topics.ts';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
-import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestTopics, readTopic, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
@@ -57,17 +56,8 @@ interface Outcome {
 }
 
 describe('bridge dlq replay: per-record send results (as a subprocess)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-  });
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
 
   it('--no-wait reports each record with the partition and offset the broker acknowledged', async () => {
     const { settings, names } = await createTestTopics(kafka, { eventsPartitions: PARTITIONS });

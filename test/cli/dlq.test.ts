@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import type { Admin } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka, readTopic, useTestAdmin } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { workerTestConfig } from '../kit/worker.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
@@ -29,17 +29,8 @@ async function highSum(admin: Admin, topic: string): Promise<number> {
 }
 
 describe('bridge dlq list / show / replay (as a subprocess)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-  });
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
 
   describe('on a DLQ written in the failures format', () => {
     let env: Record<string, string>;
@@ -150,7 +141,7 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
   });
 
   describe('with a running worker: a poison event whose cause was fixed', () => {
-    let db: TestDatabase;
+    const db = useTestDatabase();
     let env: Record<string, string>;
     let worker: WorkerHandle | undefined;
     const id = uniqueName('theme_poison');
@@ -171,13 +162,8 @@ describe('bridge dlq list / show / replay (as a subprocess)', () => {
         }),
         { adminServer: false },
       );
-
-    beforeAll(async () => {
-      db = await createTestDatabase();
-    });
     afterAll(async () => {
       await worker?.close();
-      await db.drop();
     });
 
     it('is dead-lettered, a replay while the fault persists fails (exit 1), a replay after the fix applies it', async () => {

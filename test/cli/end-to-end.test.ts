@@ -2,33 +2,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { repoRoot } from '../kit/infra.ts';
 import { loadSources } from '#domain/sources/index.ts';
 import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { uniqueName } from '../kit/names.ts';
-import { workerTestConfig } from '../kit/worker.ts';
+import { testBrokers } from '../kit/kafka.ts';
+import { useWorker } from '../kit/worker.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
 
 /** The operator's first minute: send a demo webhook through the real ingress and worker, then look at it. */
 describe('bridge send / trace / lag against the real ingress and worker', () => {
-  let kafka: Kafka;
-  let db: TestDatabase;
+  const { db, settings, groupId } = useWorker({ deps: { adminServer: false } });
   let ingress: IngressHandle;
-  let worker: WorkerHandle;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    kafka = testKafka();
-    db = await createTestDatabase();
-    const { settings } = await createTestTopics(kafka);
     const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
     const sourcesFile = path.join(repoRoot, devEnv.WEBHOOK_SOURCES_FILE!);
-    const group = uniqueName('theme-applier');
     env = {
       ...bridgeEnv({
         brokers: testBrokers(),
@@ -36,7 +26,7 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
         events: settings.events,
         applied: settings.applied,
         partitions: 3,
-        group,
+        group: groupId,
       }),
       WEBHOOK_SOURCES_FILE: sourcesFile,
       DEMO_SECRET: devEnv.DEMO_SECRET!,
@@ -54,21 +44,9 @@ describe('bridge send / trace / lag against the real ingress and worker', () => 
       sources: loadSources(sourcesFile, env),
       logLevel: 'silent',
     });
-    worker = await startWorker(
-      workerTestConfig({
-        brokers: testBrokers(),
-        databaseUrl: db.url,
-        eventsTopic: settings.events,
-        appliedTopic: settings.applied,
-        overrides: { groupId: group },
-      }),
-      { adminServer: false },
-    );
   });
   afterAll(async () => {
     await ingress?.close();
-    await worker?.close();
-    await db?.drop();
   });
 
   it('send --demo is accepted (202), applied by the worker, traced, and the lag drains to 0', async () => {

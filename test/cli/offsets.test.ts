@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Consumer, Kafka } from '#plumbing/kafka/types.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Admin, Consumer } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { createTestTopics, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { sleep } from '../kit/eventually.ts';
@@ -12,8 +12,8 @@ async function committed(admin: Admin, groupId: string, topic: string): Promise<
 }
 
 describe('bridge offsets reset (as a subprocess)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
   let topic: string;
   let env: Record<string, string>;
   let lagEnv: Record<string, string>;
@@ -22,9 +22,6 @@ describe('bridge offsets reset (as a subprocess)', () => {
   const recent = Date.now() - 60_000;
 
   beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
     const { settings, names } = await createTestTopics(kafka);
     topic = names.events;
     env = bridgeEnv({ brokers: testBrokers() });
@@ -47,9 +44,6 @@ describe('bridge offsets reset (as a subprocess)', () => {
       ),
     });
     await producer.disconnect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
   });
 
   it('refuses (exit 1) while the group has an active member; the plan shows the state', async () => {

@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../kit/db.ts';
 import { fillAnomalies, fillInbox, fillOutbox } from '../kit/fill.ts';
 import { runBridge } from '../kit/run-bridge.ts';
 
 describe('bridge prune (as a subprocess)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   let env: Record<string, string>;
   const snapshot = async () =>
     (
@@ -15,15 +15,11 @@ describe('bridge prune (as a subprocess)', () => {
     ).rows[0];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     await fillInbox(db.pool, 3000);
     await fillAnomalies(db.pool, 90);
     await fillOutbox(db.pool);
     // Only what the command is given: the defaults, with small batches.
     env = { DATABASE_URL: db.url, RETENTION_BATCH_ROWS: '200', RETENTION_PAUSE_MS: '0' };
-  });
-  afterAll(async () => {
-    await db.drop();
   });
 
   it('--dry-run --json counts per table what a pass would do now and changes nothing; the pass then does exactly that', async () => {

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { memberTopics } from '#plumbing/kafka/groups.ts';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge, type BridgeRun } from '../kit/run-bridge.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
@@ -37,18 +37,14 @@ async function reprocessGroupOf(admin: Admin, topic: string): Promise<string | u
 }
 
 describe('bridge reprocess counts exactly and marks a partition done only when all of it applied', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
+  const db = useTestDatabase();
   let env: Record<string, string>;
   let events: string;
   let produced: EventEnvelope[];
 
   beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-    db = await createTestDatabase();
     const { settings, names } = await createTestTopics(kafka, { eventsPartitions: 1 });
     events = names.events;
     env = bridgeEnv({ brokers: testBrokers(), databaseUrl: db.url, events: settings.events, applied: settings.applied, partitions: 1 });
@@ -59,10 +55,6 @@ describe('bridge reprocess counts exactly and marks a partition done only when a
     await producer.connect();
     await producer.send({ topic: events, acks: -1, messages: produced.map(ingressRecord) });
     await producer.disconnect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-    await db.drop();
   });
 
   const wipe = () => db.pool.query('TRUNCATE inbox_events, resource_state, applied_outbox, inbox_anomalies');

@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestTopics, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 
@@ -49,9 +48,9 @@ const INBOX = `SELECT event_id, status, resource_version, reason, body_sha256, p
   FROM inbox_events WHERE tenant_id = $1 AND resource_type = 'theme' AND resource_id = $2 ORDER BY event_id`;
 
 describe('bridge reprocess and trace (as a subprocess)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
+  const db = useTestDatabase();
   let env: Record<string, string>;
   let events: string;
   const group = uniqueName('theme-applier');
@@ -69,10 +68,6 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
   };
 
   beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-    db = await createTestDatabase();
     const { settings, names } = await createTestTopics(kafka);
     events = names.events;
     env = bridgeEnv({
@@ -94,10 +89,6 @@ describe('bridge reprocess and trace (as a subprocess)', () => {
     });
     await producer.send({ topic: events, acks: -1, messages: bEvents.map((e) => ingressRecord(e, recent)) });
     await producer.disconnect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-    await db.drop();
   });
 
   it('--dry-run counts the records of the range and applies nothing', async () => {

@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyringFromEnv, openSecret } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { repoRoot, DEV_SEED_ACTOR, seedDevSources } from '../kit/infra.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { runBridge, type BridgeRun } from '../kit/run-bridge.ts';
 
 // `bridge sources` and `bridge tokens` as an operator runs them: a subprocess against real Postgres.
 describe('bridge sources / tokens (as a subprocess)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   let dir: string;
   let file: string;
   let env: Record<string, string>;
@@ -50,7 +50,6 @@ describe('bridge sources / tokens (as a subprocess)', () => {
     ).rows[0];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     dir = mkdtempSync(path.join(os.tmpdir(), 'bridge-sources-'));
     file = path.join(dir, 'sources.json');
     env = {
@@ -62,7 +61,6 @@ describe('bridge sources / tokens (as a subprocess)', () => {
   });
   afterAll(async () => {
     rmSync(dir, { recursive: true, force: true });
-    await db.drop();
   });
 
   it('apply creates the sources of a file, printing the diff with secrets by id only', async () => {
@@ -374,15 +372,8 @@ describe('bridge sources / tokens (as a subprocess)', () => {
 // The issue's "apply --dry-run on the dev file prints no change after npm start": npm start seeds
 // the database with seedDevSources (infra/dev/up.ts), then the CLI with the dev env finds nothing to do.
 describe('the dev seed (npm start) and bridge sources apply on the dev file', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8')) as Record<string, string>;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db.drop();
-  });
 
   it('seeds a fresh database from infra/dev/dev-sources.json; a dry run of the same file then prints no change', async () => {
     const logger = createLogger({ name: 'test', level: 'silent' });

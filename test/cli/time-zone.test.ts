@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
@@ -8,21 +7,14 @@ import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 const TZ = 'Asia/Jakarta';
 
 describe('CLI times in a non-UTC zone (as a subprocess with TZ set)', () => {
-  let kafka: Kafka;
-  let admin: Admin;
+  const kafka = testKafka();
   let env: Record<string, string>;
   let events: string;
 
   beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
     const { settings, names } = await createTestTopics(kafka);
     events = names.events;
     env = { ...bridgeEnv({ brokers: testBrokers(), events: settings.events, applied: settings.applied, partitions: 3 }), TZ };
-  });
-  afterAll(async () => {
-    await admin.disconnect();
   });
 
   it('the subprocess really runs in that zone', async () => {

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka, threeNodeDefaults } from '../../infra/provision/kafka/local-kafka.ts';
-import { testKafka } from '../kit/kafka.ts';
+import { testKafka, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
@@ -12,18 +11,8 @@ const basePort = await freePortRange(6);
 // The three-broker variant (replication 3, min.insync.replicas 2) the failover tests build on.
 describe('three-broker local cluster', () => {
   const cluster = new LocalKafka({ ...threeNodeDefaults, name: `cluster3-${process.pid}`, basePort });
-  let kafka: Kafka;
-
-  beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('c3'), cluster.brokers);
-  }, 180_000);
-
-  afterAll(async () => {
-    await cluster.stop();
-    cluster.wipe();
-  });
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('c3'), cluster.brokers);
 
   it('produces with acks=all and consumes on a topic replicated three ways', async () => {
     const admin = kafka.admin();

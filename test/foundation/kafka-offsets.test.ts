@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
+import type { Kafka } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import { testKafka, createTestTopics } from '../kit/kafka.ts';
+import { testKafka, createTestTopics, useTestAdmin } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { ensureTopics, topicSpecs } from '#plumbing/kafka/topics.ts';
 
@@ -31,17 +31,8 @@ async function consumeN(kafka: Kafka, groupId: string, topic: string, n: number)
 }
 
 describe('the real Kafka broker', () => {
-  let kafka: Kafka;
-  let admin: Admin;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    admin = kafka.admin();
-    await admin.connect();
-  });
-  afterAll(async () => {
-    await admin.disconnect();
-  });
+  const kafka = testKafka();
+  const admin = useTestAdmin(kafka);
 
   it('creates the topic set idempotently, with a compacted applied topic', async () => {
     const { settings, names } = await createTestTopics(kafka);

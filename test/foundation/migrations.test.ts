@@ -1,19 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { createTestDatabase, useTestDatabase } from '../kit/db.ts';
 import { listMigrations, migrate } from '#domain/store/migrate.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 
 describe('migrations on the real Postgres', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase({ empty: true });
-  });
-  afterAll(async () => {
-    await db.drop();
-  });
+  const db = useTestDatabase({ empty: true });
 
   it('applies every migration once; applied twice is a no-op', async () => {
     const all = await listMigrations();

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { selectNewestOutboxPosition } from '#domain/store/outbox.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 
 /**
  * Regression: the newest applied record was found by sorting the text output columns, so id '99'
@@ -10,13 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
  * wrong row (CI: 273 applied records left unpublished at exit).
  */
 describe('selectNewestOutboxPosition', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const db = useTestDatabase();
 
   it('is the row with the highest (tx, id), numerically, across a digit boundary', async () => {
     const records: SourceRecord[] = Array.from({ length: 120 }, (_, i) => {

@@ -4,22 +4,20 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUnpublishedOutbox, readNextOutbox, readRelayPosition } from '#domain/store/outbox.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { sleep } from '../kit/eventually.ts';
 
 // Migration 0002 replaces applied_outbox.published_at with the relay's cursor. A database that
 // ran the old relay must keep every unpublished row unpublished, and lose no published_at.
 describe('migration 0002 (outbox cursor) on a database with rows from the old relay', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase({ empty: true });
   let onlyFirst: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ empty: true });
     onlyFirst = await mkdtemp(path.join(os.tmpdir(), 'migrations-0001-'));
     await copyFile(path.join(defaultMigrationsDir, '0001_init.sql'), path.join(onlyFirst, '0001_init.sql'));
   });
   afterAll(async () => {
-    await db?.drop();
     if (onlyFirst) await rm(onlyFirst, { recursive: true, force: true });
   });
 

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { OLDEST_UNPUBLISHED_OUTBOX_AGE, OUTBOX_HAS_PENDING, outboxHasPending, oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 
 const ROWS = 30_000;
 
@@ -14,11 +14,10 @@ const ROWS = 30_000;
  * Both must stay index probes whatever the outbox holds.
  */
 describe('outbox queries the relay and the metrics run all the time', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   let last: { tx: string; id: string };
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     await db.pool.query(
       `INSERT INTO applied_outbox (event_id, key, payload, source_topic, source_partition, source_offset)
        SELECT 'evt_' || n, 'acme/theme/thm_' || n, repeat('x', 600), 'events', 0, n FROM generate_series(1, $1) AS n`,
@@ -37,9 +36,6 @@ describe('outbox queries the relay and the metrics run all the time', () => {
       ROWS,
     ]);
   }, 60_000);
-  afterAll(async () => {
-    await db?.drop();
-  });
 
   /** Every node of the plan, flattened, with the rows each one read. */
   async function plan(text: string, values: unknown[]): Promise<Array<{ type: string; relation?: string; rows: number }>> {

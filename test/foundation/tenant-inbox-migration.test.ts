@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { contractExampleEvent, resourceKey, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultMigrationsDir, migrate } from '#domain/store/migrate.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 
 let offset = 0;
 function record(envelope: EventEnvelope, text = JSON.stringify(envelope)): SourceRecord {
@@ -16,7 +16,7 @@ function record(envelope: EventEnvelope, text = JSON.stringify(envelope)): Sourc
 // Migration 0003 keys the inbox by (tenant, event id) and lets only the applied event claim an
 // idempotency key. Rows written before it must keep deduplicating (redeliveries by fingerprint).
 describe('migration 0003 (tenant-scoped inbox) on a database with rows from before', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase({ empty: true });
   let before: string;
   const applied = contractExampleEvent();
   const stale = {
@@ -27,7 +27,6 @@ describe('migration 0003 (tenant-scoped inbox) on a database with rows from befo
   };
 
   beforeAll(async () => {
-    db = await createTestDatabase({ empty: true });
     before = await mkdtemp(path.join(os.tmpdir(), 'migrations-0002-'));
     for (const file of ['0001_init.sql', '0002_outbox_cursor.sql'])
       await copyFile(path.join(defaultMigrationsDir, file), path.join(before, file));
@@ -60,7 +59,6 @@ describe('migration 0003 (tenant-scoped inbox) on a database with rows from befo
     await migrate(db.pool);
   });
   afterAll(async () => {
-    await db?.drop();
     if (before) await rm(before, { recursive: true, force: true });
   });
 

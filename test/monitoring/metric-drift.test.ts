@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
@@ -44,13 +44,12 @@ async function metricsOf(service: ServiceProcess): Promise<string> {
 }
 
 describe('dashboard and alerts name only metrics the running services export', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   const running: ServiceProcess[] = [];
   let pages: string[] = [];
 
   beforeAll(async () => {
     const { names } = await createTestTopics(testKafka(), { eventsPartitions: 1 });
-    db = await createTestDatabase();
     const common = { KAFKA_BROKERS: testBrokers().join(','), TOPIC_EVENTS: names.events, TOPIC_APPLIED: names.applied, ADMIN_PORT: '0' };
     // A source in the middle of a secret rotation, so the rotation gauge has a sample.
     const sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-sources-')), 'sources.json');
@@ -76,7 +75,6 @@ describe('dashboard and alerts name only metrics the running services export', (
   });
   afterAll(async () => {
     for (const s of running) await s.stop();
-    await db?.drop();
   });
 
   it('every metric of the Grafana dashboard is exported', () => {

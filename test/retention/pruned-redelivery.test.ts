@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultRetentionSettings, RetentionPruner } from '#domain/retention/index.ts';
-import { freshEventId, freshId, hmacSource, resourceKeyOf, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, resourceKeyOf, SECRET_A, useHarness } from '../kit/harness.ts';
 
 // A body stored by an earlier release may no longer parse under today's contract (here: it counted
 // delivery attempts from 0, today's envelope wants >= 1). Retention used to keep a NULL fingerprint
@@ -14,14 +14,7 @@ const TENANT = 'tenant_ret';
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 describe('retention keeps what deduplication needs, whatever the body parses to today', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
-    h = await startHarness({ sources: [hmacSource('src', SECRET_A, [TENANT])] });
-  });
-  afterAll(async () => {
-    await h?.close();
-  });
+  const h = useHarness({ sources: [hmacSource('src', SECRET_A, [TENANT])] });
 
   function event(): EventEnvelope {
     return sampleThemeEvent({ tenant_id: TENANT, event_id: freshEventId(), resource: { id: freshId('thm'), version: 1 } });

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { eventFingerprint, parseEvent, resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { defaultRetentionSettings, RetentionPruner, type RetentionBatch, type RetentionSettings } from '#domain/retention/index.ts';
 import * as retentionSql from '#domain/store/retention.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { DAY_S, fillAnomalies, fillInbox, fillOutbox, SETTLED } from '../kit/fill.ts';
 import { sleep } from '../kit/eventually.ts';
 
@@ -49,11 +49,10 @@ async function explain(client: pg.PoolClient, text: string, params: unknown[]): 
 }
 
 describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   const realEvents = Array.from({ length: 200 }, (_, k) => realEvent(k + 1));
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     await fillInbox(db.pool, 20_000);
     // Real bodies (the sample theme event), applied 60 days ago: their bodies are pruned, the rows kept.
     const bodies = realEvents.map((e) => JSON.stringify(e));
@@ -72,9 +71,6 @@ describe('retention on a real Postgres (20,000 inbox rows, batches of 500)', () 
     await fillAnomalies(db.pool, 600);
     await fillOutbox(db.pool);
     await db.pool.query('ANALYZE');
-  });
-  afterAll(async () => {
-    await db.drop();
   });
 
   it('every batch statement walks an index (EXPLAIN)', async () => {

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { workerConfigFromEnv, workerEnvSchema } from '#services/worker/config.ts';
 import { parseConfig } from '#plumbing/config/env.ts';
 import { defaultRetentionSettings } from '#domain/retention/index.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { workerTestConfig } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
@@ -15,15 +14,12 @@ async function metric(worker: WorkerHandle, name: string): Promise<Map<string, n
 }
 
 describe('worker: the retention loop', () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let names: { events: string; applied: string };
+  const db = useTestDatabase();
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka);
   const workers: WorkerHandle[] = [];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka));
     await db.pool.query(
       `INSERT INTO inbox_events (tenant_id, event_id, status, body_sha256, payload, updated_at)
        SELECT 'tenant_w', 'evt_w_' || i, 'applied', md5(i::text), 'not json', now() - interval '40 days'
@@ -32,7 +28,6 @@ describe('worker: the retention loop', () => {
   });
   afterAll(async () => {
     for (const w of workers) await w.close();
-    await db?.drop();
   });
 
   const config = (retention?: typeof defaultRetentionSettings) =>

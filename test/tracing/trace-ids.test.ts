@@ -3,18 +3,17 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { repoRoot } from '../kit/infra.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
+import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import { eventually } from '../kit/eventually.ts';
 
 // "Log lines carry trace_id; `bridge trace` and the console show it": every event's W3C trace id,
@@ -34,9 +33,9 @@ interface TraceEvent {
 }
 
 describe('trace ids in bridge trace and the console (services as processes, tracing on)', () => {
-  let kafka: Kafka;
-  let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka, { eventsPartitions: 1 });
+  const db = useTestDatabase();
   let ingress: ServiceProcess;
   let worker: ServiceProcess;
   let consoleHandle: ConsoleHandle;
@@ -62,9 +61,6 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     sampleThemeEvent({ tenant_id: TENANT, ...extra, resource: { id, version } });
 
   beforeAll(async () => {
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 1 }));
-    db = await createTestDatabase();
     // Tracing on (an OTLP endpoint is set); nothing listens there, the exporter's failures are its own.
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
     ingress = spawnService('ingress', {
@@ -78,12 +74,7 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     });
     worker = spawnService('worker', {
       ...otel,
-      KAFKA_BROKERS: testBrokers().join(','),
-      DATABASE_URL: db.url,
-      TOPIC_EVENTS: names.events,
-      TOPIC_APPLIED: names.applied,
-      TOPIC_RETRY_LEVELS: String(names.retries.length),
-      CONSUMER_GROUP: group,
+      ...workerEnv({ brokers: testBrokers(), databaseUrl: db.url, names, group: group }),
       ADMIN_PORT: '0',
       RETRY_DELAYS_MS: '200,200,200,200',
       RETRY_JITTER: '0',
@@ -152,7 +143,6 @@ describe('trace ids in bridge trace and the console (services as processes, trac
     await consoleHandle?.close();
     await ingress?.stop();
     await worker?.stop();
-    await db?.drop();
   });
 
   const trace = async (id: string) => {

@@ -5,12 +5,11 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
-import { createTestTopics, readTopic, testBrokers, testKafka } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
+import { readTopic, testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { eventually } from '../kit/eventually.ts';
@@ -69,21 +68,17 @@ async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; paths:
 }
 
 describe('tracing: one trace from the POST to the applied record (services as processes, real OTLP/HTTP receiver)', () => {
-  let kafka: Kafka;
-  let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka, { eventsPartitions: 1 });
+  const db = useTestDatabase();
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   const running: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 1 }));
-    db = await createTestDatabase();
     receiver = await startReceiver();
   });
   afterAll(async () => {
     for (const s of running) await s.stop();
-    await db.drop();
     await receiver.close();
   });
 
