@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import type { TopicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
 import { DLQ_PAGE } from '#services/console/readers.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { searchInbox, selectOutcomesPerMinute, selectStatusCounts } from '#domain/store/operator-views.ts';
 import type { Queryable } from '#domain/store/session.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { BIG_BRIDGE, bigDlqRef, fillBigDlq, fillBigInbox } from '../kit/big-bridge.ts';
 
 // Operator pages on a big bridge (test/kit/big-bridge.ts): a million inbox rows and a
@@ -35,18 +33,15 @@ interface DlqPageRead {
 }
 
 describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record DLQ`, () => {
-  let db: TestDatabase;
-  let kafka: Kafka;
-  let names: TopicNames;
+  const db = useTestDatabase();
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka, { eventsPartitions: PARTITIONS });
   let consoleHandle: ConsoleHandle;
   let stamps: number[];
   const now = Date.now();
   const reads: Record<string, number> = {};
 
   beforeAll(async () => {
-    kafka = testKafka();
-    db = await createTestDatabase();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: PARTITIONS }));
     const t0 = performance.now();
     [stamps] = await Promise.all([fillBigDlq(kafka, names, now), fillBigInbox(db.url)]);
     console.log(`[cheap-pages] data generated in ${Math.round(performance.now() - t0)} ms`);
@@ -77,7 +72,6 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
   afterAll(async () => {
     console.log(`[cheap-pages] records read per dead-letter page (budget ${DLQ_PAGE.scanBudget}): ${JSON.stringify(reads)}`);
     await consoleHandle?.close();
-    await db?.drop();
   });
 
   const page = async (path: string): Promise<string> => {

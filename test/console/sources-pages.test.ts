@@ -9,7 +9,7 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { testBrokers } from '../kit/kafka.ts';
 
 // The sources pages in a real browser (Debian's chromium, driven by playwright-core) on real
@@ -30,7 +30,7 @@ interface SeenPage {
 }
 
 describe('the sources pages in a browser', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   let keyring: SecretKeyring;
   let consoleHandle: ConsoleHandle;
   let browser: Browser;
@@ -48,7 +48,6 @@ describe('the sources pages in a browser', () => {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    db = await createTestDatabase();
     keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `t1:${randomBytes(32).toString('base64')}` })!;
     const config: ConsoleConfig = {
       port: 0,
@@ -85,7 +84,6 @@ describe('the sources pages in a browser', () => {
   afterAll(async () => {
     await browser?.close();
     await consoleHandle?.close();
-    await db?.drop();
   });
 
   it('reading needs no sign-in; changing does', async () => {

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Kafka as CloudEventsKafka, type KafkaEvent, type KafkaMessage } from 'cloudevents';
-import { body, hmacSource, providerHeaders, resourceKeyOf, sampleEvent, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { body, hmacSource, providerHeaders, resourceKeyOf, sampleEvent, SECRET_A, useHarness } from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
 const SOURCE = 'provider';
@@ -8,14 +8,7 @@ const SOURCE = 'provider';
 // Downstream teams using a CloudEvents SDK read the applied topic without knowing our schema:
 // records are in the Kafka binding's binary content mode (ce_* headers, our JSON as the data).
 describe('applied topic: every record is a CloudEvent', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
-    h = await startHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
-  });
-  afterAll(async () => {
-    await h?.close();
-  });
+  const h = useHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
 
   it('the cloudevents SDK reads id, source, type, subject, time and data of an upsert and a delete', async () => {
     const id = `thm_ce-${Date.now().toString(36)}`;

@@ -1,16 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  body,
-  contractExample,
-  describeAnswer,
-  hmacSource,
-  providerHeaders,
-  resourceKeyOf,
-  SECRET_A,
-  startHarness,
-  type Harness,
-} from '../kit/harness.ts';
+import { body, contractExample, describeAnswer, hmacSource, providerHeaders, resourceKeyOf, SECRET_A, useHarness } from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
 const SOURCE = 'provider';
@@ -45,14 +35,7 @@ const extraData = fc.dictionary(
 );
 
 describe('contract: data passes through unchanged (property)', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
-    h = await startHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
-  });
-  afterAll(async () => {
-    await h?.close();
-  });
+  const h = useHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
 
   it(`any JSON object added under data comes out on the applied topic deep-equal (${RUNS} runs, seed ${SEED})`, async () => {
     const extras = fc.sample(extraData, { numRuns: RUNS, seed: SEED });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   body,
   contractExample,
@@ -11,8 +11,7 @@ import {
   resourceKeyOf,
   sampleEvent,
   SECRET_A,
-  startHarness,
-  type Harness,
+  useHarness,
 } from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
@@ -20,14 +19,7 @@ const SOURCE = 'provider';
 
 /** "Providers as they really send": the contract's example, redeliveries, bad strings, bad types, provider headers. */
 describe('contract: providers as they really send (real ingress, worker, Kafka and Postgres)', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
-    h = await startHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
-  });
-  afterAll(async () => {
-    await h?.close();
-  });
+  const h = useHarness({ sources: [hmacSource(SOURCE, SECRET_A, [TENANT])] });
 
   async function expectApplied(event: ReturnType<typeof contractExample>) {
     const key = resourceKeyOf(event);

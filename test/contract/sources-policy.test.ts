@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { repoRoot } from '../kit/infra.ts';
 import { signWebhook } from '#domain/signing/index.ts';
@@ -14,8 +14,7 @@ import {
   resourceKeyOf,
   SECRET_A,
   SECRET_B,
-  startHarness,
-  type Harness,
+  useHarness,
 } from '../kit/harness.ts';
 
 const TENANT = 'tenant_acme';
@@ -23,9 +22,7 @@ const BODY_SECRET = 'contract-body-only-secret-0123456789';
 
 /** What a source's configuration decides: its scheme, the resource types it may publish, its opt-in strict schema. */
 describe('contract: per-source policy (real ingress, worker, Kafka and Postgres)', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
+  const h = useHarness(() => {
     const strict = loadStrictSchema('strict-schemas/theme.strict.schema.json', path.join(repoRoot, 'infra', 'dev'));
     const sources: WebhookSource[] = [
       { ...hmacSource('themes-only', SECRET_A, [TENANT]) },
@@ -40,10 +37,7 @@ describe('contract: per-source policy (real ingress, worker, Kafka and Postgres)
         resourceTypes: ['theme'],
       },
     ];
-    h = await startHarness({ sources });
-  });
-  afterAll(async () => {
-    await h?.close();
+    return { sources };
   });
 
   function postBodyOnly(bytes: Buffer, headers: Record<string, string> = {}) {

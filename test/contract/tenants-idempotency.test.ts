@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   body,
   describeAnswer,
@@ -10,8 +10,7 @@ import {
   sampleEvent,
   SECRET_A,
   SECRET_B,
-  startHarness,
-  type Harness,
+  useHarness,
 } from '../kit/harness.ts';
 import { eventually } from '../kit/eventually.ts';
 
@@ -22,17 +21,10 @@ const T = 'tenant_idem';
 const DEAD_LETTERED_ID = freshId('dlq');
 
 describe('contract: tenants and idempotency keys as providers use them', () => {
-  let h: Harness;
-
-  beforeAll(async () => {
-    h = await startHarness({
-      sources: [hmacSource('source-a', SECRET_A, [TENANT_A, T]), hmacSource('source-b', SECRET_B, [TENANT_B])],
-      // One attempt fails with a check-constraint violation (23514): dead-lettered at once, then the rule is spent.
-      faults: [`permanent:${T}/theme/${DEAD_LETTERED_ID}:1`],
-    });
-  });
-  afterAll(async () => {
-    await h?.close();
+  const h = useHarness({
+    sources: [hmacSource('source-a', SECRET_A, [TENANT_A, T]), hmacSource('source-b', SECRET_B, [TENANT_B])],
+    // One attempt fails with a check-constraint violation (23514): dead-lettered at once, then the rule is spent.
+    faults: [`permanent:${T}/theme/${DEAD_LETTERED_ID}:1`],
   });
 
   it('keeps the same event_id from two sources for two tenants apart: both applied', async () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { freePort } from '../kit/ports.ts';
 import { uniqueName } from '../kit/names.ts';
 import { readTopic, testKafka, topicRecordCount } from '../kit/kafka.ts';
@@ -14,21 +14,12 @@ import { repoRoot, portOpen } from '../kit/infra.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { adminReady } from '../kit/service.ts';
 
 function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
-  } catch {
-    return false;
-  }
-}
-
-async function ready(port: number): Promise<boolean> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) });
-    await res.text();
-    return res.ok;
   } catch {
     return false;
   }
@@ -58,7 +49,7 @@ const KILL_AT_MS = 6_000;
 // signed traffic flows through the real ingress is restarted by the supervisor, and every
 // acknowledged event still ends up applied (or a duplicate / stale), in order, with nothing lost.
 describe('npm start heals itself (infra/dev/up.ts)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   let up: ChildProcess;
   let output = '';
   const base = uniqueName('heal');
@@ -79,7 +70,6 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
       });
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     ports.public = await freePort();
     ports.ingressAdmin = await freePort();
     ports.workerAdmin = await freePort();
@@ -114,16 +104,15 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
         up.kill('SIGKILL');
       }
     }
-    await db.drop();
   });
 
   it('restarts a SIGKILLed worker under load; every acknowledged event is applied, in order, none lost', { timeout: 300_000 }, async () => {
-    await eventually(async () => ((await ready(ports.ingressAdmin)) ? true : undefined), {
+    await eventually(async () => ((await adminReady(ports.ingressAdmin)) ? true : undefined), {
       timeoutMs: 120_000,
       intervalMs: 200,
       message: 'ingress readiness',
     });
-    await eventually(async () => ((await ready(ports.workerAdmin)) ? true : undefined), {
+    await eventually(async () => ((await adminReady(ports.workerAdmin)) ? true : undefined), {
       timeoutMs: 120_000,
       intervalMs: 200,
       message: 'worker readiness',
@@ -173,7 +162,7 @@ describe('npm start heals itself (infra/dev/up.ts)', () => {
         // The worker's admin port goes away with it; ready again once the new process joined the group.
         readyWatch = eventually(
           async () => {
-            if (!(await ready(ports.workerAdmin))) return undefined;
+            if (!(await adminReady(ports.workerAdmin))) return undefined;
             readyAgainAt = Date.now();
             return true;
           },

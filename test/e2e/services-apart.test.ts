@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { inject } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { freePort } from '../kit/ports.ts';
 import { uniqueName } from '../kit/names.ts';
 import { testKafka } from '../kit/kafka.ts';
@@ -13,16 +13,7 @@ import { repoRoot, portOpen } from '../kit/infra.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
-
-async function ready(port: number): Promise<boolean> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) });
-    await res.text();
-    return res.ok;
-  } catch {
-    return false;
-  }
-}
+import { adminReady } from '../kit/service.ts';
 
 interface Service {
   process: ChildProcess;
@@ -34,7 +25,7 @@ interface Service {
 // workers in one consumer group, each finding its own admin port; a worker stopped, the other
 // takes over; each command exits with its service's status.
 describe('the services run apart (infra/dev/service.ts)', () => {
-  let db: TestDatabase;
+  const db = useTestDatabase();
   const services: Service[] = [];
   const base = uniqueName('apart');
   const group = `${base}-applier`;
@@ -85,7 +76,6 @@ describe('the services run apart (infra/dev/service.ts)', () => {
     );
 
   beforeAll(async () => {
-    db = await createTestDatabase();
     ports.public = await freePort();
     ports.ingressAdmin = await freePort();
   });
@@ -94,7 +84,6 @@ describe('the services run apart (infra/dev/service.ts)', () => {
     for (const s of services) if (s.process.exitCode === null && s.process.signalCode === null) s.process.kill('SIGINT');
     await Promise.race([Promise.all(services.map((s) => s.exit)), sleep(30_000)]);
     for (const s of services) if (s.process.exitCode === null && s.process.signalCode === null) s.process.kill('SIGKILL');
-    await db.drop();
   });
 
   it('an ingress and two workers in one group, each its own process', { timeout: 240_000 }, async () => {
@@ -103,13 +92,13 @@ describe('the services run apart (infra/dev/service.ts)', () => {
     const workers = [start('worker', { DATABASE_URL: db.url }), start('worker', { DATABASE_URL: db.url })];
     const workerPorts = await Promise.all(workers.map(adminPortOf));
     expect(new Set(workerPorts).size).toBe(2);
-    await eventually(async () => ((await ready(ports.ingressAdmin)) ? true : undefined), {
+    await eventually(async () => ((await adminReady(ports.ingressAdmin)) ? true : undefined), {
       timeoutMs: 120_000,
       intervalMs: 250,
       message: 'ingress readiness',
     });
     for (const port of workerPorts)
-      await eventually(async () => ((await ready(port)) ? true : undefined), {
+      await eventually(async () => ((await adminReady(port)) ? true : undefined), {
         timeoutMs: 120_000,
         intervalMs: 250,
         message: `worker readiness on ${port}`,

@@ -3,11 +3,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { sleep } from '../kit/eventually.ts';
@@ -39,19 +38,12 @@ function reachable(host: string, port: number): Promise<boolean> {
 }
 
 describe('ADMIN_HOST: where the admin port listens (services as processes)', () => {
-  let kafka: Kafka;
-  let names: Awaited<ReturnType<typeof createTestTopics>>['names'];
-  let db: TestDatabase;
+  const kafka = testKafka();
+  const { names } = useTestTopics(kafka, { eventsPartitions: 1 });
+  const db = useTestDatabase();
   const running: ServiceProcess[] = [];
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    ({ names } = await createTestTopics(kafka, { eventsPartitions: 1 }));
-    db = await createTestDatabase();
-  });
   afterAll(async () => {
     for (const s of running) await s.stop();
-    await db.drop();
   });
 
   const ingressEnv = (extra: Record<string, string>) => ({

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testKafka, readTopic } from '../kit/kafka.ts';
+import { testKafka, readTopic, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, readyz, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
@@ -13,24 +12,19 @@ const basePort = await freePortRange(2);
 // A broker of the test's own (never the shared one) is stopped and started under a live ingress.
 describe('ingress during a broker outage', () => {
   const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort });
-  let kafka: Kafka;
-  let topic: string;
+  useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
+  const kafka = testKafka(uniqueName('outage'), cluster.brokers);
+  const topic = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.events;
   let ingress: IngressHandle;
   const acked = new Set<string>();
   const refused = new Set<string>();
 
   beforeAll(async () => {
-    cluster.wipe();
-    await cluster.start(120_000);
-    kafka = testKafka(uniqueName('outage'), cluster.brokers);
-    topic = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.events;
     ingress = await startTestIngress(cluster.brokers, topic, { ackTimeoutMs: 2000, probeIntervalMs: 250 });
   }, 180_000);
 
   afterAll(async () => {
     await ingress?.close();
-    await cluster.stop();
-    cluster.wipe();
   });
 
   async function sendSome(count: number): Promise<number[]> {

@@ -1,8 +1,7 @@
 import net from 'node:net';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
@@ -55,13 +54,8 @@ async function metric(ingress: IngressHandle, pattern: RegExp): Promise<number |
 const portOf = (ingress: IngressHandle) => Number(new URL(ingress.url).port);
 
 describe('the in-flight body budget against clients that never send their bodies', () => {
-  let kafka: Kafka;
-  let topic: string;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
-  });
+  const kafka = testKafka();
+  const topic = useTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 }).names.events;
 
   it('64 sockets declaring 1 MiB and sending nothing, plus tricklers, do not keep a signed sender from 202 (defaults)', async () => {
     const ingress = await startTestIngress(testBrokers(), topic, { ackTimeoutMs: 20_000 });

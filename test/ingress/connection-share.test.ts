@@ -1,12 +1,11 @@
 import http from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { signedRequest, startTestIngress, type SignedRequest } from '../kit/ingress.ts';
+import { signedRequest, startTestIngress, type SignedRequest, INGRESS_BASE_ENV, INGRESS_SECRET_ENV } from '../kit/ingress.ts';
 
 // One client address holding every keep-alive socket it can must not shut other providers out:
 // each address (an IPv4 address, an IPv6 /64, an IPv4-mapped IPv6 address as its IPv4 address)
@@ -75,14 +74,9 @@ const refusals = (ingress: IngressHandle, reason: string) =>
   metric(ingress, new RegExp(`^webhook_overload_refusals_total\\{reason="${reason}"\\}`));
 
 describe('connection slots shared out per client address', () => {
-  let kafka: Kafka;
-  let topic: string;
+  const kafka = testKafka();
+  const topic = useTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 }).names.events;
   const agents: http.Agent[] = [];
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
-  });
 
   afterAll(() => {
     for (const agent of agents) agent.destroy();
@@ -95,14 +89,8 @@ describe('connection slots shared out per client address', () => {
   };
 
   it('MAX_CLIENT_CONNECTIONS defaults to a quarter of MAX_CONNECTIONS and can be set', () => {
-    const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev/dev-sources.json' };
-    const raw = {
-      DEMO_SECRET: 'x'.repeat(32),
-      DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
-      DEMO_BODY_SECRET: 'y'.repeat(32),
-      DEMO_STRICT_SECRET: 'z'.repeat(32),
-      DEMO_TIME_SECRET: 'w'.repeat(32),
-    };
+    const base = INGRESS_BASE_ENV;
+    const raw = INGRESS_SECRET_ENV;
     const config = (env: Record<string, string>) => ingressConfigFromEnv(ingressEnvSchema.parse({ ...base, ...env }), raw);
     expect(config({})).toMatchObject({ maxConnections: 1024, maxClientConnections: 256 });
     expect(config({ MAX_CONNECTIONS: '40' })).toMatchObject({ maxConnections: 40, maxClientConnections: 10 });

@@ -1,9 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import type { WebhookSource } from '#domain/sources/index.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic } from '../kit/kafka.ts';
-import { HMAC_SECRET, post, signedRequest, startTestIngress, testSources } from '../kit/ingress.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
+import { readTopic } from '../kit/kafka.ts';
+import { HMAC_SECRET, post, signedRequest, testSources, useIngress } from '../kit/ingress.ts';
 
 // A provider whose clock runs decades ahead signs an event dated 2062: accepted, it would make
 // every later update of its resource stale on a type ordered by occurred_at. The ingress refuses
@@ -40,21 +38,11 @@ function sources(): WebhookSource[] {
 const secondsFromNow = (s: number) => new Date(Date.now() + s * 1000).toISOString();
 
 describe('ingress: an occurred_at from the future', () => {
-  let kafka: Kafka;
-  let topic: string;
-  let ingress: IngressHandle;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    ({
-      names: { events: topic },
-    } = await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 }));
-    ingress = await startTestIngress(testBrokers(), topic, { sources: sources(), ackTimeoutMs: 20_000 });
-  });
-
-  afterAll(async () => {
-    await ingress?.close();
-  });
+  const {
+    kafka,
+    names: { events: topic },
+    ingress,
+  } = useIngress({ topics: { eventsPartitions: 1, retryLevels: 0 }, config: { sources: sources(), ackTimeoutMs: 20_000 } });
 
   const metrics = async () => (await fetch(`${ingress.adminUrl}/metrics`)).text();
 

@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
-import { HMAC_SECRET, post, send, signedRequest, startTestIngress, STD_SECRET } from '../kit/ingress.ts';
+import { topicRecordCount } from '../kit/kafka.ts';
+import { HMAC_SECRET, post, send, signedRequest, STD_SECRET, useIngress } from '../kit/ingress.ts';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261129);
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 10_000);
@@ -243,19 +241,11 @@ function buildCase(random: () => number): Fuzzed {
 }
 
 describe('fuzzed malformed requests', () => {
-  let kafka: Kafka;
-  let topic: string;
-  let ingress: IngressHandle;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.events;
-    ingress = await startTestIngress(testBrokers(), topic);
-  });
-
-  afterAll(async () => {
-    await ingress?.close();
-  });
+  const {
+    kafka,
+    names: { events: topic },
+    ingress,
+  } = useIngress({ topics: { eventsPartitions: 3, retryLevels: 0 } });
 
   it(`answers only 4xx to ${REQUESTS} mutated requests (seed ${SEED}) and publishes nothing`, async () => {
     const random = prng(SEED);

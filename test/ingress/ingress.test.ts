@@ -2,35 +2,38 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { parseEnv } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook } from '#domain/signing/index.ts';
-import { startIngress, type IngressHandle } from '#services/ingress/ingress.ts';
+import { startIngress } from '#services/ingress/ingress.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { loadSources } from '#domain/sources/index.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
-import { HMAC_SECRET, HMAC_SECRET_NEXT, post, readyz, send, signedRequest, startTestIngress, STD_SECRET } from '../kit/ingress.ts';
+import { testBrokers, testKafka, readTopic, topicRecordCount, useTestTopics } from '../kit/kafka.ts';
+import {
+  HMAC_SECRET,
+  HMAC_SECRET_NEXT,
+  post,
+  readyz,
+  send,
+  signedRequest,
+  startTestIngress,
+  STD_SECRET,
+  useIngress,
+} from '../kit/ingress.ts';
 import { sleep } from '../kit/eventually.ts';
 
 describe('ingress against the real broker', () => {
-  let kafka: Kafka;
-  let topic: string;
-  let ingress: IngressHandle;
-  const accepted = new Set<string>();
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    const { names } = await createTestTopics(kafka, { eventsPartitions: 6, retryLevels: 0 });
-    topic = names.events;
+  const {
+    kafka,
+    names: { events: topic },
+    ingress,
+  } = useIngress({
+    topics: { eventsPartitions: 6, retryLevels: 0 },
     // A generous ack timeout: on a loaded test machine a 503 after a late ack would leave a
     // record without its 2xx, and this suite counts records against 2xx answers exactly.
-    ingress = await startTestIngress(testBrokers(), topic, { ackTimeoutMs: 20_000 });
+    config: { ackTimeoutMs: 20_000 },
   });
-
-  afterAll(async () => {
-    await ingress?.close();
-  });
+  const accepted = new Set<string>();
 
   async function expectAccepted(request: ReturnType<typeof signedRequest>): Promise<void> {
     const answer = await post(ingress.url, request);
@@ -380,13 +383,8 @@ describe('ingress against the real broker', () => {
 });
 
 describe('known-answer vectors over HTTP', () => {
-  let kafka: Kafka;
-  let topic: string;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
-  });
+  const kafka = testKafka();
+  const topic = useTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 }).names.events;
 
   it('accepts the Standard Webhooks vector and refuses its negative cases', async () => {
     // The vector's timestamp is from 2021: move the ingress clock instead of the vector.

@@ -1,10 +1,9 @@
 import { once } from 'node:events';
 import net from 'node:net';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { ingressConfigFromEnv, ingressEnvSchema } from '#services/ingress/config.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
+import { post, signedRequest, startTestIngress, INGRESS_BASE_ENV, INGRESS_SECRET_ENV } from '../kit/ingress.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
 
@@ -54,23 +53,12 @@ async function metric(ingress: IngressHandle, pattern: RegExp): Promise<number |
 const port = (ingress: IngressHandle) => Number(new URL(ingress.url).port);
 
 describe('ingress limits on what unauthenticated clients can hold', () => {
-  let kafka: Kafka;
-  let topic: string;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
-  });
+  const kafka = testKafka();
+  const topic = useTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 }).names.events;
 
   it('the connection, body and deadline limits come from the environment, with their defaults', () => {
-    const base = { KAFKA_BROKERS: '127.0.0.1:9092', WEBHOOK_SOURCES_FILE: 'infra/dev/dev-sources.json' };
-    const raw = {
-      DEMO_SECRET: 'x'.repeat(32),
-      DEMO_STD_SECRET: 'whsec_ZGV2LWRlbW8tc3RkLXNlY3JldC0zMi1ieXRlcyEh',
-      DEMO_BODY_SECRET: 'y'.repeat(32),
-      DEMO_STRICT_SECRET: 'z'.repeat(32),
-      DEMO_TIME_SECRET: 'w'.repeat(32),
-    };
+    const base = INGRESS_BASE_ENV;
+    const raw = INGRESS_SECRET_ENV;
     const defaults = ingressConfigFromEnv(ingressEnvSchema.parse(base), raw);
     expect(defaults).toMatchObject({
       maxConnections: 1024,

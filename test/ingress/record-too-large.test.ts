@@ -1,6 +1,5 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createIngressMetrics } from '#services/ingress/metrics.ts';
 import { BatchingPublisher, PublishError } from '#services/ingress/publisher.ts';
@@ -15,12 +14,11 @@ import { eventually } from '../kit/eventually.ts';
  * one record at a time, so only the record that is too large by itself gets record_too_large.
  */
 describe('ingress publisher: one record too large for the topic in a batch of good ones', () => {
-  let kafka: Kafka;
+  const kafka = testKafka();
   let topic: string;
   let publisher: BatchingPublisher;
 
   beforeAll(async () => {
-    kafka = testKafka();
     topic = uniqueName('too-large');
     const admin = kafka.admin();
     await admin.connect();

@@ -1,10 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka, readTopic, topicRecordCount } from '../kit/kafka.ts';
-import { HMAC_SECRET, HMAC_SECRET_NEXT, send, startTestIngress } from '../kit/ingress.ts';
+import { readTopic, topicRecordCount } from '../kit/kafka.ts';
+import { HMAC_SECRET, HMAC_SECRET_NEXT, send, useIngress } from '../kit/ingress.ts';
 
 // A provider following seed 004 to the letter: X-Webhook-Signature is the bare hex HMAC-SHA256 of
 // `${timestamp}.${raw body}`, X-Webhook-Timestamp is unix seconds or an ISO-8601 time. The
@@ -37,20 +35,11 @@ function isoAt(offsetSeconds: number, zoneMinutes = 0): string {
 }
 
 describe("seed 004's signature and timestamp forms, against a real ingress and broker", () => {
-  let kafka: Kafka;
-  let topic: string;
-  let ingress: IngressHandle;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    const { names } = await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 });
-    topic = names.events;
-    ingress = await startTestIngress(testBrokers(), topic, { ackTimeoutMs: 20_000 });
-  });
-
-  afterAll(async () => {
-    await ingress?.close();
-  });
+  const {
+    kafka,
+    names: { events: topic },
+    ingress,
+  } = useIngress({ topics: { eventsPartitions: 1, retryLevels: 0 }, config: { ackTimeoutMs: 20_000 } });
 
   it.each([
     ['bare hex, unix seconds', () => seed004Request(String(Math.floor(Date.now() / 1000)))],

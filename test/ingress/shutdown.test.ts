@@ -2,10 +2,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../kit/infra.ts';
-import { createTestTopics, testBrokers, testKafka, topicRecordCount } from '../kit/kafka.ts';
+import { testBrokers, testKafka, topicRecordCount, useTestTopics } from '../kit/kafka.ts';
 import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
 import { spawnService } from '../kit/service.ts';
 import { sleep } from '../kit/eventually.ts';
@@ -13,13 +12,8 @@ import { sleep } from '../kit/eventually.ts';
 const devEnv = parseEnv(readFileSync(path.join(repoRoot, 'infra', 'dev', 'dev.env'), 'utf8'));
 
 describe('ingress shutdown and start-up', () => {
-  let kafka: Kafka;
-  let topic: string;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    topic = (await createTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 })).names.events;
-  });
+  const kafka = testKafka();
+  const topic = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.events;
 
   it('answers in-flight requests on close and acknowledges only what is on the topic', async () => {
     const ingress = await startTestIngress(testBrokers(), topic);

@@ -1,10 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Kafka } from '#plumbing/kafka/types.ts';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { signWebhook, type SignatureScheme } from '#domain/signing/index.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
-import { send, startTestIngress, testSources } from '../kit/ingress.ts';
+import { send, testSources, useIngress } from '../kit/ingress.ts';
 
 // An unknown source is answered exactly like a bad signature (docs/architecture.md, the ingress),
 // so source ids cannot be enumerated. Whatever a request carries, every configured source that
@@ -44,27 +41,21 @@ function shapes(): Record<string, { headers: Array<[string, string]>; body: stri
 }
 
 describe('source ids cannot be enumerated', () => {
-  let kafka: Kafka;
-  let ingress: IngressHandle;
-
-  beforeAll(async () => {
-    kafka = testKafka();
-    const topic = (await createTestTopics(kafka, { eventsPartitions: 1, retryLevels: 0 })).names.events;
-    const sources = [
-      ...testSources(),
-      {
-        id: 'acme-body',
-        scheme: 'hmac-sha256-body' as const,
-        secrets: [{ id: 'body-1', value: 'test-body-secret-0123456789abcdef' }],
-        tenants: ['tenant_acme'],
-        toleranceSeconds: 300,
-        resourceTypes: ['theme'],
-      },
-    ];
-    ingress = await startTestIngress(testBrokers(), topic, { sources });
-  });
-  afterAll(async () => {
-    await ingress?.close();
+  const { ingress } = useIngress({
+    topics: { eventsPartitions: 1, retryLevels: 0 },
+    config: {
+      sources: [
+        ...testSources(),
+        {
+          id: 'acme-body',
+          scheme: 'hmac-sha256-body' as const,
+          secrets: [{ id: 'body-1', value: 'test-body-secret-0123456789abcdef' }],
+          tenants: ['tenant_acme'],
+          toleranceSeconds: 300,
+          resourceTypes: ['theme'],
+        },
+      ],
+    },
   });
 
   it.each(Object.keys(shapes()))('%s: every source of every scheme answers like an unknown id', async (shape) => {

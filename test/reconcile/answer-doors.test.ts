@@ -5,49 +5,34 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
-import type { ReconcileSource } from '#domain/sources/index.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, useHarness } from '../kit/harness.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
+import { useProviderApi, reconcileSource } from '../kit/provider-api.ts';
 
 const TENANT = 'tenant_doors';
 const OPERATOR_TOKEN = 'answer-doors-operator-token';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
 
-function reconcileSource(url: string): ReconcileSource {
-  return {
-    id: 'prov',
-    tenants: [TENANT],
-    resourceTypes: ['theme'],
-    reconcile: {
-      url,
-      timeoutMs: 3000,
-      attempts: 1,
-      retryDelayMs: 0,
-      rateLimit: { perSecond: 100, burst: 100 },
-      breaker: { failureThreshold: 50, cooldownMs: 30_000 },
-      maxVersionGap: 1,
+const api = useProviderApi();
+const h = useHarness(
+  () => ({
+    sources: [hmacSource('prov', SECRET_A, [TENANT])],
+    worker: {
+      reconcile: { concurrency: 2, queueLimit: 100, sources: [reconcileSource('prov', [TENANT], `${api.url}/api/{tenant}/{type}s/{id}`)] },
     },
-  };
-}
-
-let api: ProviderApi;
-let h: Harness;
+  }),
+  { timeoutMs: 120_000 },
+);
 let env: Record<string, string>;
 let sourcesFile: string;
 
-beforeAll(async () => {
-  api = await startProviderApi();
-  h = await startHarness({
-    sources: [hmacSource('prov', SECRET_A, [TENANT])],
-    worker: { reconcile: { concurrency: 2, queueLimit: 100, sources: [reconcileSource(`${api.url}/api/{tenant}/{type}s/{id}`)] } },
-  });
+beforeAll(() => {
   sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'answer-doors-')), 'sources.json');
   writeFileSync(
     sourcesFile,
@@ -66,11 +51,6 @@ beforeAll(async () => {
     ...bridgeEnv({ brokers: testBrokers(), databaseUrl: h.db.url, events: h.names.events, applied: h.names.applied }),
     WEBHOOK_SOURCES_FILE: sourcesFile,
   };
-}, 120_000);
-
-afterAll(async () => {
-  await h?.close();
-  await api?.close();
 });
 
 const post = async (event: object) => expect((await h.post('prov', JSON.stringify(event))).status).toBe(202);

@@ -17,10 +17,10 @@ import { createWorkerMetrics } from '#services/worker/metrics.ts';
 import { startWorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
 import { Registry } from 'prom-client';
 import { createLogger } from '#plumbing/logging/logger.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, useHarness } from '../kit/harness.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { workerTestConfig } from '../kit/worker.ts';
-import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
+import { useProviderApi, reconcileSource } from '../kit/provider-api.ts';
 import { eventually } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
@@ -29,52 +29,35 @@ const OTHER_TENANT = 'tenant_other';
 const PULL_RETRY_DELAYS_MS = [200, 400, 5000, 5000];
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
 
-function reconcileSource(id: string, url: string, over: Partial<ReconcileSource['reconcile']> = {}): ReconcileSource {
-  return {
-    id,
-    tenants: [TENANT],
-    resourceTypes: ['theme'],
-    reconcile: {
-      url,
-      timeoutMs: 3000,
-      attempts: 1,
-      retryDelayMs: 0,
-      rateLimit: { perSecond: 100, burst: 100 },
-      breaker: { failureThreshold: 50, cooldownMs: 30_000 },
-      maxVersionGap: 1,
-      ...over,
-    },
-  };
-}
-
-let api: ProviderApi;
-let h: Harness;
-let restarted: WorkerHandle | undefined;
+const api = useProviderApi();
 let workerOverrides: Partial<WorkerConfig>;
-
-beforeAll(async () => {
-  api = await startProviderApi();
-  workerOverrides = {
-    // A shortened retry chain (production: 5 s, 30 s, 2 min, 10 min, with jitter): failed pulls are retried on it too.
-    failures: failureSettingsFrom(parseConfig(failuresEnv, { RETRY_DELAYS_MS: PULL_RETRY_DELAYS_MS.join(','), RETRY_JITTER: '0' })),
-    reconcile: {
-      concurrency: 2,
-      queueLimit: 100,
-      // Checked often here; production default in services/worker/config.ts.
-      retryPollMs: 100,
-      sources: [reconcileSource('prov', `${api.url}/api/{tenant}/{type}s/{id}`), reconcileSource('down', `${api.url}/down/{id}`)],
-    },
-  };
-  h = await startHarness({
-    sources: [hmacSource('prov', SECRET_A, [TENANT]), hmacSource('down', SECRET_A, [TENANT])],
-    worker: workerOverrides,
-  });
-}, 120_000);
+const h = useHarness(
+  () => {
+    workerOverrides = {
+      // A shortened retry chain (production: 5 s, 30 s, 2 min, 10 min, with jitter): failed pulls are retried on it too.
+      failures: failureSettingsFrom(parseConfig(failuresEnv, { RETRY_DELAYS_MS: PULL_RETRY_DELAYS_MS.join(','), RETRY_JITTER: '0' })),
+      reconcile: {
+        concurrency: 2,
+        queueLimit: 100,
+        // Checked often here; production default in services/worker/config.ts.
+        retryPollMs: 100,
+        sources: [
+          reconcileSource('prov', [TENANT], `${api.url}/api/{tenant}/{type}s/{id}`),
+          reconcileSource('down', [TENANT], `${api.url}/down/{id}`),
+        ],
+      },
+    };
+    return {
+      sources: [hmacSource('prov', SECRET_A, [TENANT]), hmacSource('down', SECRET_A, [TENANT])],
+      worker: workerOverrides,
+    };
+  },
+  { timeoutMs: 120_000 },
+);
+let restarted: WorkerHandle | undefined;
 
 afterAll(async () => {
   await restarted?.close();
-  await h?.close();
-  await api?.close();
 });
 
 const post = async (source: string, event: object) => expect((await h.post(source, JSON.stringify(event))).status).toBe(202);
@@ -255,7 +238,7 @@ describe('a pull dropped from a full queue', () => {
     const registry = new Registry();
     const metrics = createWorkerMetrics(registry, async () => 0);
     const reconcile = startWorkerReconcile({
-      config: { sources: [reconcileSource('queue', url)], concurrency: 1, queueLimit: 1, retryPollMs: 100 },
+      config: { sources: [reconcileSource('queue', [TENANT], url)], concurrency: 1, queueLimit: 1, retryPollMs: 100 },
       kafka: h.kafka,
       pool: h.db.pool,
       eventsTopic: h.names.events,
@@ -363,7 +346,7 @@ describe('the request and the answer, against a real HTTP server', () => {
     new Reconciler({ pool: h.db.pool, sources, publish: async (r) => void published.push(r) });
 
   it('ids "." and ".." (valid contract ids) never change the requested path', async () => {
-    const r = reconciler([reconcileSource('paths', `${base}/api/{tenant}/{type}s/{id}?v=1`)]);
+    const r = reconciler([reconcileSource('paths', [TENANT], `${base}/api/{tenant}/{type}s/{id}?v=1`)]);
     for (const id of ['.', '..', '...', 'a..b']) {
       seen.length = 0;
       const report = await r.reconcile({ tenantId: TENANT, type: 'theme', id, trigger: 'operator', dryRun: true });
@@ -377,7 +360,7 @@ describe('the request and the answer, against a real HTTP server', () => {
   });
 
   it('stops reading at the 1 MiB limit instead of reading the whole answer', async () => {
-    const r = reconciler([reconcileSource('big', `${base}/endless/{id}`, { timeoutMs: 20_000 })]);
+    const r = reconciler([reconcileSource('big', [TENANT], `${base}/endless/{id}`, { timeoutMs: 20_000 })]);
     const report = await r.reconcile({ tenantId: TENANT, type: 'theme', id: 'x', trigger: 'operator', dryRun: true });
     expect(report.outcome).toBe('failed');
     // The limit's reason, not the 20 s request timeout's: it stopped reading at the limit.
@@ -386,7 +369,7 @@ describe('the request and the answer, against a real HTTP server', () => {
   });
 
   it('stops at the limit for a gzip answer too (counting what it decompresses to)', async () => {
-    const r = reconciler([reconcileSource('bomb', `${base}/bomb/{id}`, { timeoutMs: 20_000 })]);
+    const r = reconciler([reconcileSource('bomb', [TENANT], `${base}/bomb/{id}`, { timeoutMs: 20_000 })]);
     const report = await r.reconcile({ tenantId: TENANT, type: 'theme', id: 'x', trigger: 'operator', dryRun: true });
     expect(report.outcome).toBe('failed');
     // The limit's reason, not the 20 s request timeout's: it stopped reading at the limit.
@@ -395,7 +378,7 @@ describe('the request and the answer, against a real HTTP server', () => {
 
   it("runs a pulled snapshot through the source's strict schema, as the ingress does a pushed one", async () => {
     const strict = loadStrictSchema(path.resolve('infra/dev/strict-schemas/theme.strict.schema.json'), process.cwd());
-    const source = (url: string) => ({ ...reconcileSource('strict', url), strictSchemas: { theme: strict } });
+    const source = (url: string) => ({ ...reconcileSource('strict', [TENANT], url), strictSchemas: { theme: strict } });
     const conforming = await reconciler([source(`${base}/api/{tenant}/{type}s/{id}`)]).reconcile({
       tenantId: TENANT,
       type: 'theme',
@@ -416,7 +399,7 @@ describe('the request and the answer, against a real HTTP server', () => {
   });
 
   it('an explicit source must own the tenant and type (CLI --source, console source field)', async () => {
-    const r = reconciler([reconcileSource('owner', `${base}/api/{tenant}/{type}s/{id}`)]);
+    const r = reconciler([reconcileSource('owner', [TENANT], `${base}/api/{tenant}/{type}s/{id}`)]);
     seen.length = 0;
     const error = await r
       .reconcile({ tenantId: OTHER_TENANT, type: 'theme', id: 'thm_x', trigger: 'operator', sourceId: 'owner', dryRun: false })

@@ -5,15 +5,17 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { ApplyResult } from '#domain/apply/index.ts';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { createWorkerMetrics } from '#services/worker/metrics.ts';
 import { startWorkerReconcile, type WorkerReconcile } from '#services/worker/reconcile/reconcile-triggers.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, useHarness } from '../kit/harness.ts';
 import { eventually } from '../kit/eventually.ts';
+import { suiteFixture } from '../kit/fixture.ts';
+import { reconcileSource } from '../kit/provider-api.ts';
 
 const TENANT = 'tenant_owed';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
@@ -77,37 +79,16 @@ async function startHeldApi(): Promise<HeldApi> {
 }
 
 function source(url: string, over: Partial<ReconcileSource['reconcile']> = {}): ReconcileSource {
-  return {
-    id: 'owed',
-    tenants: [TENANT],
-    resourceTypes: ['theme'],
-    reconcile: {
-      url: `${url}/owed/{id}`,
-      timeoutMs: 10_000,
-      attempts: 1,
-      retryDelayMs: 0,
-      rateLimit: { perSecond: 100, burst: 100 },
-      breaker: { failureThreshold: 50, cooldownMs: 30_000 },
-      maxVersionGap: 1,
-      ...over,
-    },
-  };
+  return reconcileSource('owed', [TENANT], `${url}/owed/{id}`, { timeoutMs: 10_000, ...over });
 }
 
-let h: Harness;
-let api: HeldApi;
+const api = suiteFixture(startHeldApi, (held) => held.close());
+// The harness's worker applies what the reconcilers publish; it pulls nothing itself.
+const h = useHarness({ sources: [hmacSource('owed', SECRET_A, [TENANT])] }, { timeoutMs: 120_000 });
 const running: WorkerReconcile[] = [];
-
-beforeAll(async () => {
-  api = await startHeldApi();
-  // The harness's worker applies what the reconcilers publish; it pulls nothing itself.
-  h = await startHarness({ sources: [hmacSource('owed', SECRET_A, [TENANT])] });
-}, 120_000);
 
 afterAll(async () => {
   for (const r of running) await r.close();
-  await h?.close();
-  await api?.close();
 });
 
 function reconciler(name: string, leaseMs?: number): WorkerReconcile {

@@ -1,13 +1,13 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import type { ReconcileSource } from '#domain/sources/index.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, useHarness } from '../kit/harness.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { testBrokers } from '../kit/kafka.ts';
-import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
+import { useProviderApi, reconcileSource as kitSource } from '../kit/provider-api.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 
 const TENANT = 'tenant_acme';
@@ -16,31 +16,21 @@ const OTHER_TENANT = 'tenant_not_reconciled';
 const TOKEN = 'provider-api-token-for-tests';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
 
+/** The kit's source with this file's pull settings: authorised, three tries, a breaker that opens soon. */
 function reconcileSource(id: string, url: string, over: Partial<ReconcileSource['reconcile']> = {}): ReconcileSource {
-  return {
-    id,
-    tenants: [TENANT],
-    resourceTypes: ['theme'],
-    reconcile: {
-      url,
-      auth: { header: 'Authorization', value: `Bearer ${TOKEN}` },
-      timeoutMs: 3000,
-      attempts: 3,
-      retryDelayMs: 20,
-      rateLimit: { perSecond: 50, burst: 50 },
-      breaker: { failureThreshold: 5, cooldownMs: 30_000 },
-      maxVersionGap: 1,
-      ...over,
-    },
-  };
+  return kitSource(id, [TENANT], url, {
+    auth: { header: 'Authorization', value: `Bearer ${TOKEN}` },
+    attempts: 3,
+    retryDelayMs: 20,
+    rateLimit: { perSecond: 50, burst: 50 },
+    breaker: { failureThreshold: 5, cooldownMs: 30_000 },
+    ...over,
+  });
 }
 
-let api: ProviderApi;
-let h: Harness;
-
-beforeAll(async () => {
-  api = await startProviderApi();
-  h = await startHarness({
+const api = useProviderApi();
+const h = useHarness(
+  () => ({
     sources: [hmacSource('prov', SECRET_A, [TENANT, OTHER_TENANT]), hmacSource('flaky', SECRET_A, [TENANT])],
     worker: {
       reconcile: {
@@ -57,13 +47,9 @@ beforeAll(async () => {
         ],
       },
     },
-  });
-}, 120_000);
-
-afterAll(async () => {
-  await h?.close();
-  await api?.close();
-});
+  }),
+  { timeoutMs: 120_000 },
+);
 
 const post = async (source: string, event: object) => expect((await h.post(source, JSON.stringify(event))).status).toBe(202);
 const event = (id: string, version: number, type: 'created' | 'updated' | 'deleted', name = `v${version}`, eventId = freshEventId()) => ({

@@ -6,45 +6,33 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { EVENT_HEADERS } from '#domain/contract/event-headers.ts';
-import type { ReconcileSource } from '#domain/sources/index.ts';
-import { freshEventId, freshId, hmacSource, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
+import { freshEventId, freshId, hmacSource, SECRET_A, useHarness } from '../kit/harness.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { readTopic, testBrokers } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
-import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
+import { useProviderApi, reconcileSource } from '../kit/provider-api.ts';
 
 const TENANT = 'tenant_timed';
 const data = (name: string) => ({ ...sampleThemeEvent().data, name });
 const at = (secondsFromNow: number) => new Date(Date.now() + secondsFromNow * 1000).toISOString();
 
-let api: ProviderApi;
-let h: Harness;
+const api = useProviderApi();
+const h = useHarness(
+  () => {
+    const reconcile = { ...reconcileSource('timed', [TENANT], `${api.url}/api/{tenant}/{type}s/{id}`), occurredAtTypes: ['theme'] };
+    return {
+      sources: [{ ...hmacSource('timed', SECRET_A, [TENANT]), occurredAtTypes: ['theme'] }],
+      worker: { reconcile: { concurrency: 2, queueLimit: 100, sources: [reconcile] } },
+    };
+  },
+  { timeoutMs: 120_000 },
+);
 let env: Record<string, string>;
 
-beforeAll(async () => {
-  api = await startProviderApi();
-  const reconcile: ReconcileSource = {
-    id: 'timed',
-    tenants: [TENANT],
-    resourceTypes: ['theme'],
-    occurredAtTypes: ['theme'],
-    reconcile: {
-      url: `${api.url}/api/{tenant}/{type}s/{id}`,
-      timeoutMs: 3000,
-      attempts: 1,
-      retryDelayMs: 0,
-      rateLimit: { perSecond: 100, burst: 100 },
-      breaker: { failureThreshold: 50, cooldownMs: 30_000 },
-      maxVersionGap: 1,
-    },
-  };
-  h = await startHarness({
-    sources: [{ ...hmacSource('timed', SECRET_A, [TENANT]), occurredAtTypes: ['theme'] }],
-    worker: { reconcile: { concurrency: 2, queueLimit: 100, sources: [reconcile] } },
-  });
+beforeAll(() => {
   const sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'time-ordered-')), 'sources.json');
   writeFileSync(
     sourcesFile,
@@ -64,11 +52,6 @@ beforeAll(async () => {
     ...bridgeEnv({ brokers: testBrokers(), databaseUrl: h.db.url, events: h.names.events, applied: h.names.applied }),
     WEBHOOK_SOURCES_FILE: sourcesFile,
   };
-}, 120_000);
-
-afterAll(async () => {
-  await h?.close();
-  await api?.close();
 });
 
 /** A pushed update ordered by its occurred_at, without a version (the time-ordered contract). */

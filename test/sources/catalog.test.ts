@@ -1,13 +1,13 @@
 // The one place that changes sources, on the real Postgres: revisions, whole-set rules, sealed
 // secrets, the audit log and the declarative apply the CLI and the dev seeding use.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import type { CatalogError, SourceInputError } from '#domain/sources/index.ts';
 import { keyringFromEnv, loadLiveSnapshot, SourceCatalog, storedSourceSchema, type DesiredSource } from '#domain/sources/index.ts';
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let catalog: SourceCatalog;
 const keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `k1:${randomBytes(32).toString('base64')}` })!;
 const values: string[] = [];
@@ -18,10 +18,8 @@ const secret = () => {
 };
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   catalog = new SourceCatalog(db.pool, keyring);
 });
-afterAll(async () => db?.drop());
 
 const base = (id: string, extra: Record<string, unknown> = {}) => ({ id, tenants: [`t_${id}`], resourceTypes: ['theme'], ...extra });
 

@@ -2,7 +2,7 @@
 // database while it runs, as the workers' pulls do, and the console reports the version it serves.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { eventually } from '../kit/eventually.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
@@ -11,12 +11,11 @@ import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
 import { listInstances } from '#domain/store/sources.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let console_: ConsoleHandle;
 const keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `k:${randomBytes(32).toString('base64')}` })!;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   console_ = await startConsole(
     {
       port: 0,
@@ -37,7 +36,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await console_?.close();
-  await db?.drop();
 });
 
 const resourcePage = async () => (await fetch(`${console_.url}/resource?tenant=t_live&type=theme&id=thm_1`)).text();

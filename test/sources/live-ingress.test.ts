@@ -21,7 +21,7 @@ import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { freePort } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { stateOf } from '../kit/worker.ts';
+import { stateOf, workerEnv } from '../kit/worker.ts';
 
 const TENANT = 'tenant_live';
 const SECRET_KEYS = `k1:${randomBytes(32).toString('base64')}`;
@@ -90,12 +90,7 @@ beforeAll(async () => {
   const spawned = [spawnIngress(), spawnIngress()];
   ingresses.push(...(await Promise.all(spawned.map((child, i) => started(`ingress-${i + 1}`, child)))));
   worker = spawnService('worker', {
-    KAFKA_BROKERS: testBrokers().join(','),
-    DATABASE_URL: databaseUrl,
-    TOPIC_EVENTS: names.events,
-    TOPIC_APPLIED: names.applied,
-    TOPIC_RETRY_LEVELS: String(names.retries.length),
-    CONSUMER_GROUP: uniqueName('live-ingress-applier'),
+    ...workerEnv({ brokers: testBrokers(), databaseUrl: databaseUrl, names, group: uniqueName('live-ingress-applier') }),
     ADMIN_PORT: '0',
     LOG_LEVEL: 'info',
     SOURCES_FROM: 'postgres',

@@ -7,14 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEventHeaders } from '#domain/contract/event-headers.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
-import type { Kafka } from '#plumbing/kafka/types.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { eventually } from '../kit/eventually.ts';
 import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
-import { stateOf } from '../kit/worker.ts';
+import { stateOf, workerEnv } from '../kit/worker.ts';
 import { freshEventId, freshId } from '../kit/harness.ts';
 
 const TENANT = 'tenant_live';
@@ -22,16 +21,14 @@ const TOKEN = `provider-token-${randomBytes(8).toString('hex')}`;
 const keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `k1:${randomBytes(32).toString('base64')}` })!;
 const base = { tenants: [TENANT], resourceTypes: ['theme'] };
 
-let db: TestDatabase;
-let kafka: Kafka;
+const db = useTestDatabase();
+const kafka = testKafka();
 let api: ProviderApi;
 let catalog: SourceCatalog;
 let worker: ServiceProcess;
 let eventsTopic: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  kafka = testKafka();
   api = await startProviderApi();
   catalog = new SourceCatalog(db.pool, keyring);
   // No source pulls at start.
@@ -39,12 +36,7 @@ beforeAll(async () => {
   const { names } = await createTestTopics(kafka);
   eventsTopic = names.events;
   worker = spawnService('worker', {
-    KAFKA_BROKERS: testBrokers().join(','),
-    DATABASE_URL: db.url,
-    TOPIC_EVENTS: names.events,
-    TOPIC_APPLIED: names.applied,
-    TOPIC_RETRY_LEVELS: String(names.retries.length),
-    CONSUMER_GROUP: uniqueName('theme-applier'),
+    ...workerEnv({ brokers: testBrokers(), databaseUrl: db.url, names, group: uniqueName('theme-applier') }),
     ADMIN_PORT: '0',
     LOG_LEVEL: 'info',
     SOURCES_FROM: 'postgres',
@@ -56,7 +48,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await worker?.stop();
   await api?.close();
-  await db?.drop();
 });
 
 /** Events of source "prov" as the ingress writes them (the worker reads the source from the header). */

@@ -13,7 +13,7 @@ import type { ConsoleConfig } from '#services/console/config.ts';
 import { tokenDigest } from '#services/console/api/auth.ts';
 import { keyringFromEnv } from '#domain/sources/index.ts';
 import { insertTokenRow, reportInstance, revokeTokenRow } from '#domain/store/sources.ts';
-import { createTestDatabase, type TestDatabase } from '../kit/db.ts';
+import { useTestDatabase } from '../kit/db.ts';
 import { testBrokers } from '../kit/kafka.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 
@@ -73,7 +73,7 @@ function call(
   });
 }
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: ConsoleHandle;
 let gated: ConsoleHandle;
 let keyless: ConsoleHandle;
@@ -84,7 +84,6 @@ const revoked = { name: 'old-laptop', token: newToken() };
 const spec = (id: string, extra: Record<string, unknown> = {}) => ({ id, tenants: [`t_${id}`], resourceTypes: ['theme'], ...extra });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   for (const [t, scope] of [
     [writer, 'write'],
     [reader, 'read'],
@@ -123,7 +122,6 @@ afterAll(async () => {
   await api?.close();
   await gated?.close();
   await keyless?.close();
-  await db?.drop();
 });
 
 const w = (method: string, path: string, options: Parameters<typeof call>[3] = {}) =>
