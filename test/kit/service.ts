@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { sleep } from './eventually.ts';
+import { suiteFixture, type FixtureOptions } from './fixture.ts';
 import { bundlePath, repoRoot, serviceSpecs, type ServiceKind } from './infra.ts';
 
 export interface ServiceProcess {
@@ -114,4 +115,29 @@ export async function adminReady(port: number): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * A service process for the suite: started before its first test, with the environment `env` gives
+ * then, and ready once it logged `until` (if given); stopped after its last test.
+ */
+export function useService(
+  kind: ServiceKind,
+  env: () => Record<string, string | undefined>,
+  { until, ...fixture }: { until?: string } & FixtureOptions = {},
+): ServiceProcess {
+  return suiteFixture(
+    async () => {
+      const service = spawnService(kind, env());
+      try {
+        if (until !== undefined) await service.line(until);
+      } catch (error) {
+        await service.stop();
+        throw error;
+      }
+      return service;
+    },
+    (service) => service.stop(),
+    fixture,
+  );
 }

@@ -3,16 +3,16 @@
 // lacks is left out with a log line (the worker goes on), and the worker's metrics show the
 // configuration version it serves. Real broker, real Postgres, a real HTTP server as the provider.
 import { createHash, randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { encodeEventHeaders } from '#domain/contract/event-headers.ts';
 import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
 import { useTestDatabase } from '../kit/db.ts';
 import { eventually } from '../kit/eventually.ts';
-import { testBrokers, testKafka, createTestTopics } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { spawnService, type ServiceProcess } from '../kit/service.ts';
-import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
+import { useService } from '../kit/service.ts';
+import { useProviderApi } from '../kit/provider-api.ts';
 import { stateOf, workerEnv } from '../kit/worker.ts';
 import { freshEventId, freshId } from '../kit/harness.ts';
 
@@ -23,32 +23,28 @@ const base = { tenants: [TENANT], resourceTypes: ['theme'] };
 
 const db = useTestDatabase();
 const kafka = testKafka();
-let api: ProviderApi;
+const api = useProviderApi();
+const { names } = useTestTopics(kafka);
+const eventsTopic = names.events;
 let catalog: SourceCatalog;
-let worker: ServiceProcess;
-let eventsTopic: string;
 
 beforeAll(async () => {
-  api = await startProviderApi();
   catalog = new SourceCatalog(db.pool, keyring);
   // No source pulls at start.
   await catalog.create('test', { id: 'prov', ...base, secrets: [{ id: 'p1', generate: true }] });
-  const { names } = await createTestTopics(kafka);
-  eventsTopic = names.events;
-  worker = spawnService('worker', {
+});
+
+const worker = useService(
+  'worker',
+  () => ({
     ...workerEnv({ brokers: testBrokers(), databaseUrl: db.url, names, group: uniqueName('theme-applier') }),
     ADMIN_PORT: '0',
     LOG_LEVEL: 'info',
     SOURCES_FROM: 'postgres',
     PROVIDER_TOKEN: TOKEN,
-  });
-  await worker.line('joined consumer group');
-}, 120_000);
-
-afterAll(async () => {
-  await worker?.stop();
-  await api?.close();
-});
+  }),
+  { until: 'joined consumer group', timeoutMs: 120_000 },
+);
 
 /** Events of source "prov" as the ingress writes them (the worker reads the source from the header). */
 async function publish(id: string, versions: number[]): Promise<void> {
