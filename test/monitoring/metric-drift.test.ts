@@ -2,12 +2,12 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../kit/infra.ts';
 import { useTestDatabase } from '../kit/db.ts';
-import { createTestTopics, testBrokers, testKafka } from '../kit/kafka.ts';
+import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { spawnService, type ServiceProcess } from '../kit/service.ts';
+import { type ServiceProcess, useService } from '../kit/service.ts';
 
 // The dashboard and the alerting rules name metrics; the running services must export every one
 // of them, so a renamed or removed metric fails here instead of leaving an empty panel or an
@@ -45,12 +45,14 @@ async function metricsOf(service: ServiceProcess): Promise<string> {
 
 describe('dashboard and alerts name only metrics the running services export', () => {
   const db = useTestDatabase();
-  const running: ServiceProcess[] = [];
-  let pages: string[] = [];
-
-  beforeAll(async () => {
-    const { names } = await createTestTopics(testKafka(), { eventsPartitions: 1 });
-    const common = { KAFKA_BROKERS: testBrokers().join(','), TOPIC_EVENTS: names.events, TOPIC_APPLIED: names.applied, ADMIN_PORT: '0' };
+  const { names } = useTestTopics(testKafka(), { eventsPartitions: 1 });
+  const common = () => ({
+    KAFKA_BROKERS: testBrokers().join(','),
+    TOPIC_EVENTS: names.events,
+    TOPIC_APPLIED: names.applied,
+    ADMIN_PORT: '0',
+  });
+  const ingress = useService('ingress', () => {
     // A source in the middle of a secret rotation, so the rotation gauge has a sample.
     const sourcesFile = path.join(mkdtempSync(path.join(tmpdir(), 'bridge-sources-')), 'sources.json');
     const secrets = [
@@ -58,23 +60,13 @@ describe('dashboard and alerts name only metrics the running services export', (
       { id: 'k_old', env: 'DEMO_SECRET', retireAfter: '2027-02-01T00:00:00Z' },
     ];
     writeFileSync(sourcesFile, JSON.stringify({ sources: [{ id: 'rotating', secrets, tenants: ['tenant_acme'] }] }));
-    const ingress = spawnService('ingress', {
-      ...devEnv,
-      ...common,
-      WEBHOOK_SOURCES_FILE: sourcesFile,
-      PORT: '0',
-      HOST: '127.0.0.1',
-    });
-    const worker = spawnService('worker', {
-      ...common,
-      DATABASE_URL: db.url,
-      CONSUMER_GROUP: uniqueName('theme-applier'),
-    });
-    running.push(ingress, worker);
-    pages = await Promise.all([metricsOf(ingress), metricsOf(worker)]);
+    return { ...devEnv, ...common(), WEBHOOK_SOURCES_FILE: sourcesFile, PORT: '0', HOST: '127.0.0.1' };
   });
-  afterAll(async () => {
-    for (const s of running) await s.stop();
+  const worker = useService('worker', () => ({ ...common(), DATABASE_URL: db.url, CONSUMER_GROUP: uniqueName('theme-applier') }));
+  let pages: string[] = [];
+
+  beforeAll(async () => {
+    pages = await Promise.all([metricsOf(ingress), metricsOf(worker)]);
   });
 
   it('every metric of the Grafana dashboard is exported', () => {
