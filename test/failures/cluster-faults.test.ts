@@ -17,7 +17,7 @@ import { freePort, freePortRange } from '../kit/ports.ts';
 import { spawnService, type ServiceProcess } from '../kit/service.ts';
 import { post, signedRequest, type SignedRequest } from '../kit/ingress.ts';
 import { createTestTopics } from '../kit/kafka.ts';
-import { groupCaughtUp, outboxDrained } from '../kit/worker.ts';
+import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -134,7 +134,7 @@ interface Attempt {
   error?: string;
 }
 
-const basePort = Number(process.env.CLUSTER_FAULTS_BASE_PORT ?? (await freePortRange(6)));
+const basePort = await freePortRange(6);
 
 describe('distributed: three brokers, two ingresses, three workers, machines that die', () => {
   const cluster = new LocalKafka({
@@ -199,12 +199,7 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
         new WorkerProcess({
           restartAfterKill: true,
           env: {
-            KAFKA_BROKERS: brokers,
-            DATABASE_URL: db.url,
-            TOPIC_EVENTS: names.events,
-            TOPIC_APPLIED: names.applied,
-            TOPIC_RETRY_LEVELS: String(names.retries.length),
-            CONSUMER_GROUP: groupId,
+            ...workerEnv({ brokers: cluster.brokers, databaseUrl: db.url, names, group: groupId }),
             LOG_LEVEL: 'warn',
             WORKER_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
           },
