@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
 import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
-import { useTestDatabase } from '../kit/db.ts';
-import { testKafka, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
+import { testKafka, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { post, signedRequest, startTestIngress } from '../kit/ingress.ts';
-import { groupCaughtUp, outboxDrained, workerTestConfig } from '../kit/worker.ts';
+import { groupCaughtUp, outboxDrained, useWorker } from '../kit/worker.ts';
 import {
   AnswerLog,
   answerRecord,
@@ -46,26 +44,18 @@ const basePort = await freePortRange(6);
 describe('failures: one broker of three killed under load, round after round', () => {
   const cluster = new LocalKafka({ name: `failover-${process.pid}`, nodes: 3, basePort });
   useLocalKafka(cluster, { startTimeoutMs: 150_000, timeoutMs: 240_000 });
-  const kafka = testKafka(uniqueName('failover'), cluster.brokers);
-  const { names } = useTestTopics(kafka, { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 });
-  const db = useTestDatabase();
-  let worker: WorkerHandle;
+  const { db, kafka, names, groupId, worker } = useWorker({
+    cluster: { brokers: cluster.brokers, kafka: testKafka(uniqueName('failover'), cluster.brokers) },
+    topics: { replicationFactor: 3, minInsyncReplicas: 2, eventsPartitions: 6 },
+    config: (names) => ({ retryLevels: names.retries.length }),
+    timeoutMs: 240_000,
+  });
   let ingress: IngressHandle;
-  let groupId: string;
   const crashes: string[] = [];
   /** /readyz of the ingress, four times a second during the rounds. */
   const ready: ReadySample[] = [];
 
   beforeAll(async () => {
-    const config = workerTestConfig({
-      brokers: cluster.brokers,
-      databaseUrl: db.url,
-      eventsTopic: names.events,
-      appliedTopic: names.applied,
-      overrides: { retryLevels: names.retries.length },
-    });
-    groupId = config.groupId;
-    worker = await startWorker(config);
     worker.consumer.on(worker.consumer.events.CRASH, (e) => crashes.push(`${e.payload.error.message} (restart ${e.payload.restart})`));
     // The ingress with its production settings (ack timeout 5 s, broker probe every second).
     ingress = await startTestIngress(cluster.brokers, names.events);
@@ -74,7 +64,6 @@ describe('failures: one broker of three killed under load, round after round', (
 
   afterAll(async () => {
     await ingress?.close();
-    await worker?.close();
   });
 
   /** Every partition of every topic (internal ones too) has all three replicas in sync. */

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
-import { testKafka, readTopic, useTestTopics, useLocalKafka } from '../kit/kafka.ts';
+import { testKafka, readTopic, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { post, readyz, signedRequest, startTestIngress } from '../kit/ingress.ts';
+import { post, readyz, signedRequest, useIngress } from '../kit/ingress.ts';
 import { eventually } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
 
@@ -13,19 +12,18 @@ const basePort = await freePortRange(2);
 describe('ingress during a broker outage', () => {
   const cluster = new LocalKafka({ name: `ingress-outage-${process.pid}`, nodes: 1, basePort });
   useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
-  const kafka = testKafka(uniqueName('outage'), cluster.brokers);
-  const topic = useTestTopics(kafka, { eventsPartitions: 3, retryLevels: 0 }).names.events;
-  let ingress: IngressHandle;
+  const {
+    kafka,
+    names: { events: topic },
+    ingress,
+  } = useIngress({
+    cluster: { brokers: cluster.brokers, kafka: testKafka(uniqueName('outage'), cluster.brokers) },
+    topics: { eventsPartitions: 3, retryLevels: 0 },
+    config: { ackTimeoutMs: 2000, probeIntervalMs: 250 },
+    timeoutMs: 180_000,
+  });
   const acked = new Set<string>();
   const refused = new Set<string>();
-
-  beforeAll(async () => {
-    ingress = await startTestIngress(cluster.brokers, topic, { ackTimeoutMs: 2000, probeIntervalMs: 250 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await ingress?.close();
-  });
 
   async function sendSome(count: number): Promise<number[]> {
     const statuses: number[] = [];

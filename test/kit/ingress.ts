@@ -60,6 +60,8 @@ export async function startTestIngress(brokers: string[], topic: string, overrid
 }
 
 export interface TestIngressOptions extends FixtureOptions {
+  /** Brokers of the test's own (default: the test broker) and a client on them for the topics. */
+  cluster?: { brokers: string[]; kafka: Kafka };
   /** The topic set's settings, over createTestTopics's. */
   topics?: Partial<TopicSettings>;
   /** Over startTestIngress's; a function is called when the ingress starts. */
@@ -77,10 +79,15 @@ export interface TestIngress {
 
 /** An ingress for the suite, in this process, on a topic set of its own made before it. */
 export function useIngress(options: TestIngressOptions = {}): TestIngress {
-  const kafka = testKafka();
+  const kafka = options.cluster?.kafka ?? testKafka();
   const { settings, names } = useTestTopics(kafka, options.topics);
   const ingress = suiteFixture(
-    () => startTestIngress(testBrokers(), names.events, typeof options.config === 'function' ? options.config() : options.config),
+    () =>
+      startTestIngress(
+        options.cluster?.brokers ?? testBrokers(),
+        names.events,
+        typeof options.config === 'function' ? options.config() : options.config,
+      ),
     (started) => started.close(),
     options,
   );

@@ -47,6 +47,8 @@ export function workerTestConfig(input: {
 }
 
 export interface TestWorkerOptions<D extends { url: string }> extends FixtureOptions {
+  /** Brokers of the test's own (default: the test broker) and a client on them for the topics. */
+  cluster?: { brokers: string[]; kafka: Kafka };
   /** The topic set's settings, over createTestTopics's. */
   topics?: Partial<TopicSettings>;
   /** Worker settings over workerTestConfig's; a function is given the topic names. */
@@ -76,7 +78,7 @@ export interface TestWorker<D> {
  */
 export function useWorker<D extends { url: string } = TestDatabase>(options: TestWorkerOptions<D> = {}): TestWorker<D> {
   const db = options.database ?? (useTestDatabase() as unknown as D);
-  const kafka = testKafka();
+  const kafka = options.cluster?.kafka ?? testKafka();
   const { settings, names } = useTestTopics(kafka, options.topics);
   const groupId = uniqueName('theme-applier');
   const worker = suiteFixture(
@@ -84,7 +86,7 @@ export function useWorker<D extends { url: string } = TestDatabase>(options: Tes
       await options.beforeStart?.();
       const overrides = typeof options.config === 'function' ? options.config(names) : options.config;
       const config = workerTestConfig({
-        brokers: testBrokers(),
+        brokers: options.cluster?.brokers ?? testBrokers(),
         databaseUrl: db.url,
         eventsTopic: names.events,
         appliedTopic: names.applied,
