@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
-import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { selectNewestOutboxPosition } from '#domain/store/outbox.ts';
 import { useTestDatabase } from '../kit/db.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 /**
  * Regression: the newest applied record was found by sorting the text output columns, so id '99'
@@ -15,7 +16,7 @@ describe('selectNewestOutboxPosition', () => {
   it('is the row with the highest (tx, id), numerically, across a digit boundary', async () => {
     const records: SourceRecord[] = Array.from({ length: 120 }, (_, i) => {
       const event = sampleThemeEvent({ resource: { id: `thm_newest-${i}`, version: 1 } });
-      return { topic: 'events', partition: 0, offset: String(i), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+      return sourceRecord(event, i);
     });
     const applier = new SnapshotApplier({ pool: db.pool });
     await applier.applyBatch(records.slice(0, 60));

@@ -6,6 +6,7 @@ import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import type { SourceRecord } from '#domain/apply/index.ts';
 import type { WorkerConfig } from '#services/worker/config.ts';
 import type { TopicNames, TopicSettings } from '#plumbing/kafka/topics.ts';
 import { startWorker, type WorkerDeps, type WorkerHandle } from '#services/worker/worker.ts';
@@ -116,6 +117,11 @@ export function themeEvent(tenant: string, id: string, version: number, override
   const event = sampleThemeEvent({ tenant_id: tenant, ...overrides, resource: { id, version } });
   if (event.event_type === 'theme.deleted') delete event.data;
   return event;
+}
+
+/** A record of the events topic (partition 0, at `offset`) carrying `event`, as an applier is given it. */
+export function sourceRecord(event: EventEnvelope, offset: number): SourceRecord {
+  return { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
 }
 
 export interface RawEvent {

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { readTopic } from '../kit/kafka.ts';
 import { useTestRelay } from '../kit/relay.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 const SHIFT = 5_000_000_000;
 
@@ -28,13 +29,7 @@ describe('outbox relay after a restore into a cluster whose transaction ids over
   const apply = async (id: string, version: number) => {
     const event = sampleThemeEvent({ resource: { id, version } });
     offset += 1;
-    const record: SourceRecord = {
-      topic: 'events',
-      partition: 0,
-      offset: String(offset),
-      key: resourceKey(event),
-      value: Buffer.from(JSON.stringify(event)),
-    };
+    const record: SourceRecord = sourceRecord(event, offset);
     await new SnapshotApplier({ pool: db.pool }).applyBatch([record]);
   };
   const drain = async () => {

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { readTopic } from '../kit/kafka.ts';
 import { useTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 // Transaction ids of a cluster that ran for a long while before it was dumped.
 const OLD_CLUSTER_SHIFT = 5_000_000_000;
@@ -25,13 +26,7 @@ describe('outbox relay after the database moved to a new cluster (dump and resto
   const apply = async (id: string, version: number) => {
     const event = sampleThemeEvent({ resource: { id, version } });
     offset += 1;
-    const record: SourceRecord = {
-      topic: 'events',
-      partition: 0,
-      offset: String(offset),
-      key: resourceKey(event),
-      value: Buffer.from(JSON.stringify(event)),
-    };
+    const record: SourceRecord = sourceRecord(event, offset);
     await applier().applyBatch([record]);
   };
   const drain = async () => {

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { resourceKey, sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
+import { sampleThemeEvent, sampleThemeSnapshot } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { readTopic } from '../kit/kafka.ts';
 import { useTestRelay } from '../kit/relay.ts';
 import { sleep } from '../kit/eventually.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 const EVENTS = 40;
 const DESCRIPTION_BYTES = 120 * 1024;
@@ -27,7 +28,7 @@ describe('outbox relay with large applied records', () => {
         resource: { id: `thm_large-${i}`, version: 1 },
         data: { ...sampleThemeSnapshot(), description: 'x'.repeat(DESCRIPTION_BYTES) },
       });
-      return { topic: 'events', partition: 0, offset: String(i), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+      return sourceRecord(event, i);
     });
     const results = await new SnapshotApplier({ pool: db.pool }).applyBatch(records);
     expect(results.every((r) => r.outcome === 'applied')).toBe(true);

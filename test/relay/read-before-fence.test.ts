@@ -10,6 +10,7 @@ import { readTopic, testKafka, useTestTopics } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { appliedLedgerProblems } from '../kit/ledger.ts';
 import { sleep } from '../kit/eventually.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 /**
  * Regression (security review, "read before fence"): a relay that became leader read its rows,
@@ -85,13 +86,7 @@ describe('outbox relay: a leader frozen between its read and its send', () => {
     const id = uniqueName('thm');
     const apply = async (version: number) => {
       const event = sampleThemeEvent({ resource: { id, version } });
-      const record: SourceRecord = {
-        topic: 'events',
-        partition: 0,
-        offset: String(version),
-        key: resourceKey(event),
-        value: Buffer.from(JSON.stringify(event)),
-      };
+      const record: SourceRecord = sourceRecord(event, version);
       await applier.applyBatch([record]);
       return resourceKey(event);
     };

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
@@ -12,6 +12,7 @@ import { readTopic, testKafka, useTestTopics, useLocalKafka } from '../kit/kafka
 import { uniqueName } from '../kit/names.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 const SEND_TIMEOUT_MS = 2_000;
 // Past the send timeout and past kafkajs's request timeout (10 s), so requests are retried and
@@ -89,13 +90,7 @@ describe('outbox relay: a broker frozen past the send timeout, two workers', () 
       const records: SourceRecord[] = ids.map((id) => {
         const event = sampleThemeEvent({ resource: { id, version } });
         offset += 1;
-        return {
-          topic: 'events',
-          partition: 0,
-          offset: String(offset),
-          key: resourceKey(event),
-          value: Buffer.from(JSON.stringify(event)),
-        };
+        return sourceRecord(event, offset);
       });
       await applier.applyBatch(records);
     };

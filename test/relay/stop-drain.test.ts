@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LocalKafka } from '../kit/infra.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
-import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
+import { sampleThemeEvent } from '#domain/contract/index.ts';
 import { topicLayouts } from '#plumbing/kafka/partitioned-send.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { noCrashPoints } from '#services/worker/crash-points.ts';
@@ -12,6 +12,7 @@ import { readTopic, testKafka, useTestTopics, useLocalKafka } from '../kit/kafka
 import { uniqueName } from '../kit/names.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
 import { freePortRange } from '../kit/ports.ts';
+import { sourceRecord } from '../kit/worker.ts';
 
 // Longer than the 2 s "no progress" bound the worker's stop used to give the relay, shorter than
 // the send timeout and kafkajs's request timeout: the pass in flight waits for the broker and lands.
@@ -73,7 +74,7 @@ describe('outbox relay stop: publishes what was applied before it', () => {
     const records: SourceRecord[] = Array.from({ length: count }, (_, i) => {
       const event = sampleThemeEvent({ resource: { id: `${prefix}-${i}`, version: 1 } });
       offset += 1;
-      return { topic: 'events', partition: 0, offset: String(offset), key: resourceKey(event), value: Buffer.from(JSON.stringify(event)) };
+      return sourceRecord(event, offset);
     });
     const results = await new SnapshotApplier({ pool: db.pool }).applyBatch(records);
     expect(results.every((r) => r.outcome === 'applied')).toBe(true);
