@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { LocalKafka } from '../kit/infra.ts';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { testKafka, topicRecordCount, useLocalKafka, useTestTopics } from '../kit/kafka.ts';
+import { testKafka, topicRecordCount, useLocalKafka } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { startTestIngress } from '../kit/ingress.ts';
+import { useIngress } from '../kit/ingress.ts';
 import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import { firstOf, metricSum, missingFromEventsTopic, resourceVersions, WorkerProcess } from '../kit/ledger.ts';
 import { OwnPostgres, useOwnPostgres } from '../kit/own-postgres.ts';
@@ -39,14 +38,15 @@ describe('failures: fault matrix under steady traffic', () => {
   const db = useOwnPostgres(own, { poolMax: 4, applicationName: 'matrix-test' });
   const cluster = new LocalKafka({ name: `matrix-${process.pid}`, nodes: 1, basePort });
   useLocalKafka(cluster, { startTimeoutMs: 120_000, timeoutMs: 180_000 });
-  const kafka = testKafka(uniqueName('matrix'), cluster.brokers);
-  const { names } = useTestTopics(kafka, { eventsPartitions: 6 });
-  let ingress: IngressHandle;
+  const { kafka, names, ingress } = useIngress({
+    cluster: { brokers: cluster.brokers, kafka: testKafka(uniqueName('matrix'), cluster.brokers) },
+    topics: { eventsPartitions: 6 },
+    config: { ackTimeoutMs: 3_000, probeIntervalMs: 250 },
+  });
   let worker: WorkerProcess;
   const groupId = uniqueName('matrix-applier');
 
   beforeAll(async () => {
-    ingress = await startTestIngress(cluster.brokers, names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     worker = new WorkerProcess({
       restartAfterKill: false,
       env: {
@@ -81,7 +81,6 @@ describe('failures: fault matrix under steady traffic', () => {
       // not paused, or not running
     }
     await worker?.stop();
-    await ingress?.close();
   });
 
   it('keeps every acknowledged event through broker freeze, broker crash, Postgres stop, worker kill and a stuck session', async () => {

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IngressHandle } from '#services/ingress/ingress.ts';
 import { oldestUnpublishedOutboxAge } from '#domain/store/outbox.ts';
-import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
+import { testBrokers } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
-import { startTestIngress } from '../kit/ingress.ts';
+import { useIngress } from '../kit/ingress.ts';
 import { groupCaughtUp, outboxDrained, workerEnv } from '../kit/worker.ts';
 import { BlackHoleProxy } from './black-hole-proxy.ts';
 import { firstOf, metricSum, WorkerProcess } from '../kit/ledger.ts';
@@ -41,17 +40,14 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
   const own = new OwnPostgres(pgPort, { fsync: true });
   // The test's own view of the database goes straight to the server, never through the proxy.
   const db = useOwnPostgres(own, { poolMax: 3, applicationName: 'pg-crash-test' });
-  const kafka = testKafka(uniqueName('pg-crash'));
-  const { names } = useTestTopics(kafka, { eventsPartitions: 6 });
+  const { kafka, names, ingress } = useIngress({ topics: { eventsPartitions: 6 }, config: { ackTimeoutMs: 3_000, probeIntervalMs: 250 } });
   let proxy: BlackHoleProxy;
-  let ingress: IngressHandle;
   let worker: WorkerProcess;
   const groupId = uniqueName('pg-crash-applier');
 
   beforeAll(async () => {
     proxy = new BlackHoleProxy({ host: '127.0.0.1', port: own.port });
     await proxy.listen();
-    ingress = await startTestIngress(testBrokers(), names.events, { ackTimeoutMs: 3_000, probeIntervalMs: 250 });
     const workerUrl = new URL(db.url);
     workerUrl.port = String(proxy.port);
     worker = new WorkerProcess({
@@ -74,7 +70,6 @@ describe('failures: Postgres crashes, freezes and partitions under load', () => 
     own.freeze(false);
     proxy?.heal();
     await worker?.stop();
-    await ingress?.close();
     await proxy?.close();
   });
 
