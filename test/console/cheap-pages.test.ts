@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
-import type { ConsoleConfig } from '#services/console/config.ts';
 import { DLQ_PAGE } from '#services/console/readers.ts';
 import { useTestDatabase } from '../kit/db.ts';
 import { searchInbox, selectOutcomesPerMinute, selectStatusCounts } from '#domain/store/operator-views.ts';
 import type { Queryable } from '#domain/store/session.ts';
-import { testBrokers, testKafka, useTestTopics } from '../kit/kafka.ts';
+import { testKafka, useTestTopics } from '../kit/kafka.ts';
 import { BIG_BRIDGE, bigDlqRef, fillBigDlq, fillBigInbox } from '../kit/big-bridge.ts';
+import { consoleTestConfig } from '../kit/console.ts';
 
 // Operator pages on a big bridge (test/kit/big-bridge.ts): a million inbox rows and a
 // 100,000-record DLQ. Asserted is what keeps a page cheap whatever the data's size: the overview's
@@ -54,18 +54,7 @@ describe(`operator pages on ${INBOX_ROWS} inbox rows and a ${DLQ_RECORDS}-record
     } finally {
       await admin.disconnect();
     }
-    const config: ConsoleConfig = {
-      port: 0,
-      host: '127.0.0.1',
-      operatorToken: undefined,
-      brokers: testBrokers(),
-      databaseUrl: db.url,
-      statementTimeoutMs: 10_000,
-      names,
-      group: 'cheap-pages-no-group',
-      ingressMetricsUrl: 'http://127.0.0.1:9/metrics',
-      logLevel: 'silent',
-    };
+    const config = consoleTestConfig({ databaseUrl: db.url, names, group: 'cheap-pages-no-group' });
     consoleHandle = await startConsole(config, { logger: createLogger({ name: 'console-cheap', level: 'silent' }), env: {} });
   }, 600_000);
 

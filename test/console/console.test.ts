@@ -6,11 +6,10 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadReconcileSources } from '#domain/sources/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
-import type { ConsoleConfig } from '#services/console/config.ts';
 import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, SECRET_B, startHarness, type Harness } from '../kit/harness.ts';
-import { testBrokers } from '../kit/kafka.ts';
 import { startProviderApi, type ProviderApi } from '../kit/provider-api.ts';
 import { eventually } from '../kit/eventually.ts';
+import { harnessConsoleConfig } from '../kit/console.ts';
 
 // The console in a real browser (Debian's chromium, driven by playwright-core) against a running
 // ingress and worker on the real broker and Postgres, with real signed traffic.
@@ -79,19 +78,7 @@ describe('the console in a browser', () => {
       message: 'dead-lettered',
     });
 
-    const config: ConsoleConfig = {
-      port: 0,
-      host: '127.0.0.1',
-      operatorToken: TOKEN,
-      brokers: testBrokers(),
-      databaseUrl: harness.db.url,
-      statementTimeoutMs: 10_000,
-      names: harness.names,
-      group: harness.groupId,
-      ingressMetricsUrl: `${harness.ingress.adminUrl}/metrics`,
-      logLevel: 'silent',
-      sourcesFile,
-    };
+    const config = harnessConsoleConfig(harness, { operatorToken: TOKEN, sourcesFile });
     consoleHandle = await startConsole(config, {
       logger: createLogger({ name: 'console-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
       env: providerEnv,

@@ -8,7 +8,7 @@ import { createLogger } from '#plumbing/logging/logger.ts';
 import { createClients, startConsole, type ConsoleHandle } from '#services/console/console.ts';
 import type { ConsoleConfig } from '#services/console/config.ts';
 import { body, freshEventId, freshId, hmacSource, sampleEvent, SECRET_A, startHarness, type Harness } from '../kit/harness.ts';
-import { testBrokers } from '../kit/kafka.ts';
+import { harnessConsoleConfig } from '../kit/console.ts';
 
 // The console's doors, in a real browser against a real ingress, worker, broker and Postgres: what a
 // page on another site, a guessing client or a crafted link can get out of it.
@@ -90,19 +90,7 @@ describe('the console refuses what another site or a guesser asks', () => {
     }
     await harness.settle();
 
-    const base: ConsoleConfig = {
-      port: 0,
-      host: '127.0.0.1',
-      operatorToken: TOKEN,
-      brokers: testBrokers(),
-      databaseUrl: harness.db.url,
-      statementTimeoutMs: 10_000,
-      names: harness.names,
-      group: harness.groupId,
-      ingressMetricsUrl: `${harness.ingress.adminUrl}/metrics`,
-      logLevel: 'silent',
-      allowedHosts: ['console.doors.test'],
-    };
+    const base = harnessConsoleConfig(harness, { operatorToken: TOKEN, allowedHosts: ['console.doors.test'] });
     const logger = createLogger({ name: 'console-doors', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
     open = await startConsole(base, { logger, env: {} });
     closed = await startConsole({ ...base, signInToRead: true }, { logger, env: {} });

@@ -8,9 +8,8 @@ import { recordSecretUses, reportInstance } from '#domain/store/sources.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
-import type { ConsoleConfig } from '#services/console/config.ts';
 import { useTestDatabase } from '../kit/db.ts';
-import { testBrokers } from '../kit/kafka.ts';
+import { consoleTestConfig } from '../kit/console.ts';
 
 // The sources pages in a real browser (Debian's chromium, driven by playwright-core) on real
 // Postgres: an operator creates a source with a generated secret, rotates it, sees when each secret
@@ -49,19 +48,13 @@ describe('the sources pages in a browser', () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `t1:${randomBytes(32).toString('base64')}` })!;
-    const config: ConsoleConfig = {
-      port: 0,
-      host: '127.0.0.1',
+    const config = consoleTestConfig({
       operatorToken: TOKEN,
-      brokers: testBrokers(),
       databaseUrl: db.url,
-      statementTimeoutMs: 10_000,
       names: topicNames({ events: 'sources-pages.events', applied: 'sources-pages.applied', retryLevels: 1 }),
       group: 'sources-pages-no-group',
-      ingressMetricsUrl: 'http://127.0.0.1:9/metrics',
-      logLevel: 'silent',
       secretKeyring: keyring,
-    };
+    });
     consoleHandle = await startConsole(config, {
       logger: createLogger({ name: 'console-sources', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
       env: {},

@@ -4,12 +4,12 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../kit/db.ts';
 import { eventually } from '../kit/eventually.ts';
-import { testBrokers } from '../kit/kafka.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { keyringFromEnv, SourceCatalog } from '#domain/sources/index.ts';
 import { listInstances } from '#domain/store/sources.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
+import { consoleTestConfig } from '../kit/console.ts';
 
 const db = useTestDatabase();
 let console_: ConsoleHandle;
@@ -17,20 +17,15 @@ const keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `k:${randomBytes(32).toStri
 
 beforeAll(async () => {
   console_ = await startConsole(
-    {
-      port: 0,
-      host: '127.0.0.1',
+    consoleTestConfig({
       operatorToken: 'live-console-test-operator-token',
-      brokers: testBrokers(),
       databaseUrl: db.url,
-      statementTimeoutMs: 10_000,
       names: topicNames({ events: 'live-console.events', applied: 'live-console.applied', retryLevels: 1 }),
       group: 'live-console-test',
-      ingressMetricsUrl: 'http://127.0.0.1:9/metrics',
       logLevel: 'warn',
       sourcesFrom: 'postgres',
       secretKeyring: keyring,
-    },
+    }),
     { logger: createLogger({ name: 'live-console-test', level: 'warn' }), env: { PROVIDER_TOKEN: 'provider-api-token-value' } },
   );
 });

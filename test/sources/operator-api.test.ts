@@ -9,13 +9,12 @@ import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { startConsole, type ConsoleHandle } from '#services/console/console.ts';
-import type { ConsoleConfig } from '#services/console/config.ts';
 import { tokenDigest } from '#services/console/api/auth.ts';
 import { keyringFromEnv } from '#domain/sources/index.ts';
 import { insertTokenRow, reportInstance, revokeTokenRow } from '#domain/store/sources.ts';
 import { useTestDatabase } from '../kit/db.ts';
-import { testBrokers } from '../kit/kafka.ts';
 import { topicNames } from '#plumbing/kafka/topics.ts';
+import { consoleTestConfig } from '../kit/console.ts';
 
 const keyring = keyringFromEnv({ BRIDGE_SECRET_KEYS: `k1:${randomBytes(32).toString('base64')}` })!;
 /** Every secret value the run handles: none may appear in an answer, a log line or the audit log. */
@@ -99,20 +98,15 @@ beforeAll(async () => {
     },
   });
   const logger = createLogger({ name: 'console-api-test', level: 'debug' }, logs);
-  const base: ConsoleConfig = {
-    port: 0,
-    host: '127.0.0.1',
+  const base = consoleTestConfig({
     operatorToken: 'operator-api-test-console-token',
-    brokers: testBrokers(),
     databaseUrl: db.url,
-    statementTimeoutMs: 10_000,
     names: topicNames({ events: 'api.events', applied: 'api.applied', retryLevels: 1 }),
     group: 'operator-api-test',
-    ingressMetricsUrl: 'http://127.0.0.1:9/metrics',
     logLevel: 'debug',
     allowedHosts: ['console.api.test'],
     secretKeyring: keyring,
-  };
+  });
   api = await startConsole(base, { logger, env: {} });
   gated = await startConsole({ ...base, signInToRead: true }, { logger, env: {} });
   keyless = await startConsole({ ...base, secretKeyring: undefined }, { logger, env: {} });
