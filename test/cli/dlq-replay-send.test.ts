@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import { TOPIC_RESOURCE_TYPE } from '#plumbing/kafka/topics.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { encodeDeadLetterInfo } from '#domain/failures/index.ts';
@@ -7,6 +6,7 @@ import { partitionForKey } from '#plumbing/kafka/murmur2.ts';
 import { createTestTopics, readTopic, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
+import { ingressHeaders } from '../kit/ingress.ts';
 
 const tenant = 'tenant_acme';
 const PARTITIONS = 3;
@@ -25,11 +25,7 @@ function dlqRecord(event: EventEnvelope, names: { events: string; dlq: string },
     key: resourceKey(event),
     value: body,
     headers: {
-      'event-id': event.event_id,
-      source: 'demo',
-      'received-at': at.toISOString(),
-      'body-sha256': createHash('sha256').update(body).digest('hex'),
-      'event-type': event.event_type,
+      ...ingressHeaders(event, body, { receivedAt: at }),
       ...encodeDeadLetterInfo({
         attempt: 1,
         firstFailureAt: at,

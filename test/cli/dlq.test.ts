@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import type { Admin } from '#plumbing/kafka/types.ts';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
-import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
+import { resourceKey, sampleThemeEvent } from '#domain/contract/index.ts';
 import { defaultFailureSettings, encodeDeadLetterInfo } from '#domain/failures/index.ts';
 import { startWorker, type WorkerHandle } from '#services/worker/worker.ts';
 import { createTestTopics, testBrokers, testKafka, readTopic, useTestAdmin } from '../kit/kafka.ts';
@@ -11,18 +10,9 @@ import { uniqueName } from '../kit/names.ts';
 import { workerTestConfig } from '../kit/worker.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
 import { eventually } from '../kit/eventually.ts';
+import { ingressHeaders } from '../kit/ingress.ts';
 
 const tenant = 'tenant_acme';
-
-function ingressHeaders(event: EventEnvelope, body: string): Record<string, string> {
-  return {
-    'event-id': event.event_id,
-    source: 'demo',
-    'received-at': new Date().toISOString(),
-    'body-sha256': createHash('sha256').update(body).digest('hex'),
-    'event-type': event.event_type,
-  };
-}
 
 async function highSum(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((s, p) => s + Number(p.high), 0);

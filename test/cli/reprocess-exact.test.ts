@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { memberTopics } from '#plumbing/kafka/groups.ts';
 import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
@@ -9,6 +8,7 @@ import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge, type BridgeRun } from '../kit/run-bridge.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
+import { ingressHeaders } from '../kit/ingress.ts';
 
 const tenant = 'tenant_acme';
 const RECORDS = 600;
@@ -18,13 +18,7 @@ function ingressRecord(event: EventEnvelope) {
   return {
     key: resourceKey(event),
     value: body,
-    headers: {
-      'event-id': event.event_id,
-      source: 'demo',
-      'received-at': new Date().toISOString(),
-      'body-sha256': createHash('sha256').update(body).digest('hex'),
-      'event-type': event.event_type,
-    },
+    headers: ingressHeaders(event, body),
   };
 }
 

@@ -1,11 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import { resourceKey, sampleThemeEvent, type EventEnvelope } from '#domain/contract/index.ts';
 import { createTestTopics, testBrokers, testKafka, useTestAdmin } from '../kit/kafka.ts';
 import { useTestDatabase } from '../kit/db.ts';
 import { uniqueName } from '../kit/names.ts';
 import { bridgeEnv, runBridge } from '../kit/run-bridge.ts';
+import { ingressHeaders } from '../kit/ingress.ts';
 
 const tenant = 'tenant_acme';
 
@@ -24,14 +24,7 @@ function ingressRecord(event: EventEnvelope, timestamp: number, body = JSON.stri
     key: resourceKey(event),
     value: body,
     timestamp: String(timestamp),
-    headers: {
-      'event-id': event.event_id,
-      source: 'demo',
-      'received-at': new Date(timestamp).toISOString(),
-      'body-sha256': createHash('sha256').update(body).digest('hex'),
-      'event-type': event.event_type,
-      ...(traceparent === undefined ? {} : { traceparent }),
-    },
+    headers: { ...ingressHeaders(event, body, { receivedAt: new Date(timestamp) }), ...(traceparent === undefined ? {} : { traceparent }) },
   };
 }
 

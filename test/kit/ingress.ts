@@ -1,7 +1,8 @@
 // The ingress in tests: the test sources and their secrets, a running one for a suite (useIngress),
 // signed requests, and sending them as raw HTTP.
+import { createHash } from 'node:crypto';
 import http from 'node:http';
-import { sampleThemeEvent, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
+import { sampleThemeEvent, type ReceivedEnvelope, type SampleThemeEventOverrides } from '#domain/contract/index.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
 import { signWebhook } from '#domain/signing/index.ts';
 import type { SignatureScheme } from '#domain/signing/index.ts';
@@ -51,6 +52,21 @@ export const INGRESS_SECRET_ENV = {
   DEMO_STRICT_SECRET: 'z'.repeat(32),
   DEMO_TIME_SECRET: 'w'.repeat(32),
 };
+
+/** The headers the ingress writes on an event's record (a test writing the record itself). */
+export function ingressHeaders(
+  event: ReceivedEnvelope,
+  body: string,
+  { source = 'demo', receivedAt = new Date() }: { source?: string; receivedAt?: Date } = {},
+): Record<string, string> {
+  return {
+    'event-id': event.event_id,
+    source,
+    'received-at': receivedAt.toISOString(),
+    'body-sha256': createHash('sha256').update(body).digest('hex'),
+    'event-type': event.event_type,
+  };
+}
 
 export async function startTestIngress(brokers: string[], topic: string, overrides: Partial<IngressConfig> = {}): Promise<IngressHandle> {
   return startIngress(

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { defaultPartitioner } from '#plumbing/kafka/producers.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
@@ -7,6 +6,7 @@ import { resourceKey, sampleThemeEvent, type ReceivedEnvelope } from '#domain/co
 import { readTopic } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
 import { metricValue, useWorker } from '../kit/worker.ts';
+import { ingressHeaders as recordHeaders } from '../kit/ingress.ts';
 
 // A record already on the events topic, dated far ahead of the time the ingress received it: one
 // an ingress accepted before the bound existed, seen again by a DLQ replay or a reprocess. It goes
@@ -27,14 +27,7 @@ function envelope(id: string, occurredAt: string, version?: number): ReceivedEnv
 
 /** The headers an ingress writes (received-at given), as a replayed record carries them. */
 function ingressHeaders(event: ReceivedEnvelope, body: string, extra: Headers = {}, source = 'demo-time'): Headers {
-  return {
-    'event-id': event.event_id,
-    source,
-    'received-at': new Date().toISOString(),
-    'body-sha256': createHash('sha256').update(body).digest('hex'),
-    'event-type': event.event_type,
-    ...extra,
-  };
+  return { ...recordHeaders(event, body, { source }), ...extra };
 }
 
 async function produceRecords(
