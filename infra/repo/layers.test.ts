@@ -81,10 +81,7 @@ describe('the Kafka client wall', () => {
 
   it.each([
     ['services/worker/worker.ts', "import type { Consumer } from '#plumbing/kafka/types.ts';\nexport type C = Consumer;\n"],
-    [
-      'test/worker/helpers.ts',
-      "import { defaultPartitioner } from '#plumbing/kafka/producers.ts';\nexport const p = defaultPartitioner;\n",
-    ],
+    ['test/kit/worker.ts', "import { defaultPartitioner } from '#plumbing/kafka/producers.ts';\nexport const p = defaultPartitioner;\n"],
   ])('%s may take the client through #plumbing/kafka', async (file, code) => {
     expect(await kafkaWallBreaches(file, code)).toBe(0);
   });
