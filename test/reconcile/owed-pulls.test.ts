@@ -151,11 +151,12 @@ describe('a trigger that arrives while its resource is being pulled', () => {
 
 describe('two workers and a pull longer than the lease', () => {
   it('never pull one resource at once: the claim is held for as long as the pull runs', async () => {
-    api.holdMs = 1500;
+    api.holdMs = 4500;
     try {
-      // A lease of 300 ms and a pull of 1.5 s: without a renewed claim the other worker takes the row.
-      const a = reconciler('worker-a', 300);
-      reconciler('worker-b', 300);
+      // A lease of 1.5 s and a pull of 4.5 s: without a renewed claim the other worker takes the row.
+      // The lease is long enough that a loaded machine's late renewal (every half second) keeps it.
+      const a = reconciler('worker-a', 1500);
+      reconciler('worker-b', 1500);
       const id = freshId('thm');
       api.versions.set(id, [5]);
       a.onResults([result(id, 'applied', 2)]);
