@@ -181,6 +181,8 @@ export async function seedDevSources(
   if (!file) throw new Error('WEBHOOK_SOURCES_FILE is not set: infra/dev/dev.env names the dev sources file');
   const desired = desiredFromFile(path.resolve(repoRoot, file), env);
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  // An idle connection ended by the server (a database dropped right after) must not crash the caller.
+  pool.on('error', (error) => logger.warn({ err: error }, 'dev seed: idle database connection failed'));
   try {
     const { changes, configVersion } = await new SourceCatalog(pool, keyringFromEnv(env)).apply(DEV_SEED_ACTOR, desired);
     const changed = changes.filter((c) => c.action !== 'unchanged').map((c) => `${c.action} ${c.sourceId}`);
