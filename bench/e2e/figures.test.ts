@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { comparisons, eventsCsv, floorStagesOf, foreignRecords, runFigures, stagesOf, totalsOf } from './figures.ts';
+import { comparisons, eventsCsv, floorStagesOf, foreignRecords, runFigures, stagesOf, totalsOf, worstAckWindow } from './figures.ts';
 import type { Sent } from './load.ts';
 import type { AppliedSeen, AppliedWatch, CommitWatch } from './observe.ts';
 import type { FloorPhase, Phase } from './phases.ts';
@@ -110,5 +110,35 @@ describe('the e2e figures', () => {
     expect(lines).toHaveLength(5);
     expect(lines[1]).toBe('"100 req/s",a,202,0,10,30,40,60,100,,,,');
     expect(lines[4]).toBe('"100 req/s",busy,503,7,9,,,,,,,,');
+  });
+
+  it('find the window of the slowest answer, with what its requests saw', () => {
+    // 1,000 req/s for 0.5 s: every answer 5 ms after its due time, except a stall of the requests
+    // due from 300 to 340 ms (answered at 420 ms), two of them reset and one on a new connection.
+    const load: Sent[] = Array.from({ length: 500 }, (_, i) => ({
+      eventId: `e${i}`,
+      phase: '1000 req/s',
+      due: 1000 + i,
+      answered: 1005 + i,
+      status: 202,
+      reusedSocket: true,
+      written: 1000.5 + i,
+    }));
+    for (let i = 300; i <= 340; i += 1) load[i]!.answered = 1420;
+    for (const i of [310, 311]) {
+      load[i] = { ...load[i]!, status: 0, error: 'ECONNRESET' };
+      delete load[i]!.answered;
+    }
+    load[320] = { ...load[320]!, reusedSocket: false, written: 1000 + 320 + 7 };
+    const worst = worstAckWindow(phase('1000 req/s', 1000, load));
+    expect(worst).toEqual({
+      startS: 0.3,
+      maxAckMs: 120,
+      requests: 100,
+      newConnections: 1,
+      writtenLateMaxMs: 7,
+      errors: { ECONNRESET: 2 },
+    });
+    expect(worstAckWindow(phase('1000 req/s', 1000, []))).toBeUndefined();
   });
 });

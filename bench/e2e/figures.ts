@@ -277,3 +277,46 @@ export function eventsCsv(phases: readonly Phase[], observed: Pick<Observed, 'ap
     }
   return `${rows.join('\n')}\n`;
 }
+
+/** The slowest stretch of a phase's acks: where a stall of the ack path sits, and what the requests in it saw. */
+export interface AckWindow {
+  /** Seconds from the phase's first due time to the window's start. */
+  startS: number;
+  /** The slowest answer in the window, from its due time to its response head (transport errors have none). */
+  maxAckMs: number;
+  requests: number;
+  /** Requests in the window sent on a connection opened for them. */
+  newConnections: number;
+  /** How late the generator handed a request's last byte to the kernel, at most: a late send is the generator's, not the bridge's. */
+  writtenLateMaxMs: number;
+  /** Transport errors in the window by code (ECONNRESET, timeout, ...). */
+  errors: Record<string, number>;
+}
+
+/**
+ * The window of `windowMs` (by due time) holding the phase's slowest answer. A stall shows here in
+ * every run's report, with whether its requests left the generator on time, instead of only in
+ * the per-event file (BENCH_EVENTS_CSV).
+ */
+export function worstAckWindow(phase: Phase, windowMs = 100): AckWindow | undefined {
+  const sent = phase.load.sent;
+  if (sent.length === 0) return undefined;
+  const start = sent.reduce((min, s) => Math.min(min, s.due), Number.POSITIVE_INFINITY);
+  const slowest = sent.reduce<(typeof sent)[number] | undefined>(
+    (worst, s) => (s.answered !== undefined && (worst === undefined || s.answered - s.due > worst.answered! - worst.due) ? s : worst),
+    undefined,
+  );
+  if (slowest === undefined) return undefined;
+  const index = Math.floor((slowest.due - start) / windowMs);
+  const inWindow = sent.filter((s) => Math.floor((s.due - start) / windowMs) === index);
+  const errors: Record<string, number> = {};
+  for (const s of inWindow) if (s.error !== undefined) errors[s.error] = (errors[s.error] ?? 0) + 1;
+  return {
+    startS: (index * windowMs) / 1000,
+    maxAckMs: slowest.answered! - slowest.due,
+    requests: inWindow.length,
+    newConnections: inWindow.filter((s) => s.reusedSocket === false).length,
+    writtenLateMaxMs: inWindow.reduce((max, s) => (s.written === undefined ? max : Math.max(max, s.written - s.due)), 0),
+    errors,
+  };
+}

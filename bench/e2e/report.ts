@@ -18,6 +18,8 @@ import {
   runFigureLabel,
   runFigures,
   TARGETS,
+  worstAckWindow,
+  type AckWindow,
   type Comparison,
   type Measured,
   type MeasuredFloor,
@@ -125,7 +127,18 @@ Counts: ${ledger.sent.toLocaleString('en')} sent, **${ledger.accepted.toLocaleSt
 Peak RSS in this phase (sampled): ingress ${fmt(phase.rssMb.ingress, 1)} MB, worker ${fmt(phase.rssMb.worker, 1)} MB.
 CPU over the phase (${fmt(phase.cpu.seconds, 1)} s, send window + drain; % of one core): ingress ${pct(phase.cpu.ingress, phase.cpu.seconds)}, worker ${pct(phase.cpu.worker, phase.cpu.seconds)}, Postgres ${pct(phase.cpu.postgres, phase.cpu.seconds)}, broker ${pct(phase.cpu.kafka, phase.cpu.seconds)}, bench process ${pct(phase.cpu.bench, phase.cpu.seconds)}; whole machine ${pct(phase.cpu.machine, phase.cpu.seconds)} of ${os.cpus().length * 100}%, of which **${pct(phase.cpu.machine - phase.cpu.ingress - phase.cpu.worker - phase.cpu.postgres - phase.cpu.kafka - phase.cpu.bench, phase.cpu.seconds)} by other processes**; steal ${pct(phase.cpu.steal, phase.cpu.seconds)}. Other test / benchmark runs seen during the phase: ${phase.otherRuns.length ? `**${phase.otherRuns.join(', ')}**` : 'none'}.
 Bench event loop delay while sending: p99 ${ms(phase.benchLoopDelay.p99)} ms, max ${ms(phase.benchLoopDelay.max)} ms.
+${ackWindowLine(worstAckWindow(phase))}
 `;
+}
+
+function ackWindowLine(w: AckWindow | undefined): string {
+  if (w === undefined) return 'Slowest 100 ms of POST → ack: no answers.';
+  const errors = Object.entries(w.errors).map(([code, n]) => `${code} ${n}`);
+  return (
+    `Slowest 100 ms of POST → ack (by due time): ${fmt(w.startS, 1)} s into the phase, the slowest answer ${ms(w.maxAckMs)} ms after its due time; ` +
+    `${w.requests} requests, ${w.newConnections} on new connections, written at most ${ms(w.writtenLateMaxMs)} ms after due; ` +
+    `transport errors: ${errors.length ? errors.join(', ') : 'none'}.`
+  );
 }
 
 /** bench/results/e2e.md. */
