@@ -75,15 +75,15 @@ export function summarise(result: LoadResult) {
 }
 
 /** Closed loop: each connection sends its next request as soon as the previous one is answered. */
-export async function closedLoop(port: number, durationMs: number): Promise<LoadResult> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+export async function closedLoop(port: number, durationMs: number, connections = CONNECTIONS): Promise<LoadResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const latencies: number[] = [];
   const other: Record<string, number> = {};
   let ok = 0;
   const started = performance.now();
   const end = started + durationMs;
   await Promise.all(
-    Array.from({ length: CONNECTIONS }, async () => {
+    Array.from({ length: connections }, async () => {
       while (performance.now() < end) {
         const t0 = performance.now();
         const status = await request(agent, port);

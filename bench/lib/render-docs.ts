@@ -46,6 +46,17 @@ set runs in \`BENCH_PROCESSES\` fresh processes, the sets alternating, each proc
 varies from process to process more than from round to round.`,
   },
   {
+    name: 'ingress-connections',
+    title: 'New connections at a busy ingress',
+    measures: `\`bench/ingress/connection-burst.ts\` starts the ingress with each \`LISTEN_SOCKETS\` of \`BENCH_SOCKET_SETS\`
+(the sets alternating process by process) and, for \`BENCH_ROUNDS\` rounds, drives it with two loads at once: a closed
+loop on \`BENCH_KEEPALIVE_CONNECTIONS\` keep-alive connections, which keeps its event loop busy, and \`BENCH_NEW_RATE\`
+requests a second (open loop) each on a new connection, as senders without keep-alive post. It reports the new
+connections' latency from their due time, the keep-alive throughput, and how deep the port's accept queues got
+(\`ss\`). Node accepts one connection per listening socket and turn of the event loop, so this is where one socket
+and several differ.`,
+  },
+  {
     name: 'worker',
     title: 'Worker throughput and its ceilings',
     measures: `\`bench/worker/run.ts\` preloads events over many resources (a tenth exact redeliveries, a tenth stale

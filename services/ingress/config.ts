@@ -36,8 +36,13 @@ export interface IngressConfig {
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
   keepAliveTimeoutMs?: number;
-  /** Open connections at once; past it node closes a new connection as soon as it is accepted. */
+  /** Open connections at once; past it a new connection is closed as soon as it is accepted. */
   maxConnections?: number;
+  /**
+   * Listening sockets on the port (SO_REUSEPORT, Linux): each accepts one new connection per turn
+   * of the event loop (services/ingress/listeners.ts). 1: a plain listening socket.
+   */
+  listenSockets?: number;
   /**
    * Of those, what one client address (IPv4 address, IPv6 /64) may hold; past it 429 and the
    * connection closed. Default: clientConnectionShare(maxConnections).
@@ -86,6 +91,9 @@ export const ingressDefaults = {
   // requestTimeoutMs. 1024 connections; 64 MiB of bodies (64 requests at the 1 MiB limit, tens of
   // thousands of typical 1-2 KiB webhooks).
   maxConnections: 1024,
+  // A turn of a loaded ingress takes milliseconds; four accepts a turn keep a burst of new
+  // connections (a pool opening, senders without keep-alive) out of the kernel's queue.
+  listenSockets: 4,
   maxInflightBodyBytes: 64 * 1024 * 1024,
   // An eighth of the budget per client address (8 bodies at the 1 MiB limit): one client cannot
   // take the whole budget. Behind a proxy every request comes from its address: raise it there.
@@ -129,6 +137,7 @@ const ingressEnvFields = z.object({
   REQUEST_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.requestTimeoutMs),
   MAX_CONNECTIONS: positiveIntSchema.default(ingressDefaults.maxConnections),
   MAX_CLIENT_CONNECTIONS: positiveIntSchema.optional(),
+  LISTEN_SOCKETS: z.coerce.number().int().min(1).max(64).default(ingressDefaults.listenSockets),
   KEEP_ALIVE_TIMEOUT_MS: positiveIntSchema.default(ingressDefaults.keepAliveTimeoutMs),
   MAX_INFLIGHT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxInflightBodyBytes),
   MAX_CLIENT_BODY_BYTES: positiveIntSchema.default(ingressDefaults.maxClientBodyBytes),
@@ -188,6 +197,7 @@ export function ingressConfigFromEnv(env: IngressEnv, rawEnv: Record<string, str
     requestTimeoutMs: env.REQUEST_TIMEOUT_MS,
     maxConnections: env.MAX_CONNECTIONS,
     maxClientConnections: env.MAX_CLIENT_CONNECTIONS ?? clientConnectionShare(env.MAX_CONNECTIONS),
+    listenSockets: env.LISTEN_SOCKETS,
     keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT_MS,
     maxInflightBodyBytes: env.MAX_INFLIGHT_BODY_BYTES,
     maxClientBodyBytes: env.MAX_CLIENT_BODY_BYTES,

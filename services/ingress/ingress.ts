@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Kafka } from '#plumbing/kafka/types.ts';
@@ -19,6 +19,7 @@ import { SourceDirectory } from './pipeline/preflight.ts';
 import { REJECTIONS } from './pipeline/rejections.ts';
 import { BatchingPublisher } from './publisher.ts';
 import { WebhookHandler } from './webhook-handler.ts';
+import { ListenerGroup } from './listeners.ts';
 
 export interface IngressDeps {
   logger?: Logger;
@@ -59,6 +60,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   let live: LiveSources | undefined;
   const metrics = createIngressMetrics(registry, {
     inflightBodyBytes: () => budget.usedBytes,
+    // Read at scrape time only, from the admin server, which starts after the listening sockets exist.
+    openConnections: () => group.openConnections,
     config: () => (live ? { version: live.version, healthy: live.healthy } : { version: 0, healthy: true }),
   });
   for (const reason of OVERLOAD_REASONS) metrics.overloadRefusals.inc({ reason }, 0);
@@ -139,60 +142,65 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   });
 
   const retryAfter = String(settings.retryAfterSeconds);
-  const server = http.createServer(
-    {
-      headersTimeout: settings.headersTimeoutMs,
-      requestTimeout: settings.requestTimeoutMs,
-      keepAliveTimeout: settings.keepAliveTimeoutMs,
-      // Node checks the two timeouts above only this often (default 30 s), which would stretch them.
-      connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
-      maxHeaderSize: 16 * 1024,
-    },
-    (req, res) => {
-      if (ConnectionShare.refused(req.socket)) {
-        refuseOverShare(req, res, retryAfter);
-        return;
-      }
-      // The hot route skips express's router; the handler uses only node:http's request and
-      // response. Anything the pattern does not take as is (percent-encoded source, other
-      // methods and paths) goes through express, which answers it exactly as before.
-      const match = req.method === 'POST' ? WEBHOOK_PATH.exec(req.url ?? '') : null;
-      if (match) webhooks.handle(req, res, match[1]!);
-      else app(req, res);
-    },
-  );
-  server.maxHeadersCount = 100;
-  // Over the cap node closes the new connection as soon as it is accepted (no answer is possible
-  // without reading a request from it).
-  server.maxConnections = settings.maxConnections;
-  server.on('drop', () => metrics.overloadRefusals.inc({ reason: 'max_connections' }));
   const connectionShare = new ConnectionShare(
     settings.maxClientConnections ?? clientConnectionShare(settings.maxConnections),
     REFUSALS_PER_CLIENT,
   );
   const refusalGraceMs = Math.min(settings.headersTimeoutMs, REFUSAL_GRACE_MS);
-  server.on('connection', (socket: Socket) => {
-    const admission = connectionShare.admit(socket);
-    if (admission === 'admitted') return;
-    metrics.overloadRefusals.inc({ reason: 'client_connections' });
-    if (admission === 'closed') {
-      socket.destroy();
-      return;
-    }
-    // A refusal holds a slot only as long as a client with a request ready needs to send it.
-    const grace = setTimeout(() => socket.destroy(), refusalGraceMs);
-    grace.unref();
-    socket.once('close', () => clearTimeout(grace));
-  });
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, metrics));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host ?? '0.0.0.0', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const group: ListenerGroup = new ListenerGroup(
+    {
+      port: config.port,
+      host: config.host ?? '0.0.0.0',
+      sockets: settings.listenSockets,
+      maxConnections: settings.maxConnections,
+      onDrop: () => metrics.overloadRefusals.inc({ reason: 'max_connections' }),
+    },
+    () => {
+      const server = http.createServer(
+        {
+          headersTimeout: settings.headersTimeoutMs,
+          requestTimeout: settings.requestTimeoutMs,
+          keepAliveTimeout: settings.keepAliveTimeoutMs,
+          // Node checks the two timeouts above only this often (default 30 s), which would stretch them.
+          connectionsCheckingInterval: Math.min(1000, settings.headersTimeoutMs),
+          maxHeaderSize: 16 * 1024,
+        },
+        (req, res) => {
+          if (ConnectionShare.refused(req.socket)) {
+            refuseOverShare(req, res, retryAfter);
+            return;
+          }
+          // The hot route skips express's router; the handler uses only node:http's request and
+          // response. Anything the pattern does not take as is (percent-encoded source, other
+          // methods and paths) goes through express, which answers it exactly as before.
+          const match = req.method === 'POST' ? WEBHOOK_PATH.exec(req.url ?? '') : null;
+          if (match) webhooks.handle(req, res, match[1]!);
+          else app(req, res);
+        },
+      );
+      server.maxHeadersCount = 100;
+      server.on('connection', (socket: Socket) => {
+        // Over MAX_CONNECTIONS the group closes the new connection as soon as it is accepted (no
+        // answer is possible without reading a request from it).
+        if (!group.admit(socket)) return;
+        const admission = connectionShare.admit(socket);
+        if (admission === 'admitted') return;
+        metrics.overloadRefusals.inc({ reason: 'client_connections' });
+        if (admission === 'closed') {
+          socket.destroy();
+          return;
+        }
+        // A refusal holds a slot only as long as a client with a request ready needs to send it.
+        const grace = setTimeout(() => socket.destroy(), refusalGraceMs);
+        grace.unref();
+        socket.once('close', () => clearTimeout(grace));
+      });
+      server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, metrics));
+      return server;
+    },
+  );
+  await group.listen();
+  const port = group.port;
 
   const admin = await startAdminServer({
     port: config.adminPort,
@@ -210,7 +218,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       },
     }),
   }).catch(async (error: unknown) => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await group.close();
     await publisher.close();
     await configPool?.end().catch(() => {});
     throw error;
@@ -226,15 +234,22 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
 
   const displayHost = (host: string | undefined) => (host === undefined || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
   logger.info(
-    { port, adminPort: admin.port, topic: config.topic, sourcesFrom: fromPostgres ? 'postgres' : 'file', sources: sources.ids },
+    {
+      port,
+      listenSockets: group.sockets,
+      adminPort: admin.port,
+      topic: config.topic,
+      sourcesFrom: fromPostgres ? 'postgres' : 'file',
+      sources: sources.ids,
+    },
     'ingress listening',
   );
 
   let closed: Promise<void> | undefined;
   async function shutdown(): Promise<void> {
     webhooks.closing = true;
-    const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections();
+    const serverClosed = group.close();
+    group.closeIdleConnections();
     // In-flight requests still get their ack (or their 503) before the producer goes away.
     await webhooks.whenIdle(settings.ackTimeoutMs + 2000);
     // After the drain, so the last requests' secret uses are written.
@@ -242,8 +257,8 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
     await live?.stop();
     await configPool?.end().catch(() => {});
     await publisher.close();
-    server.closeIdleConnections();
-    const forced = setTimeout(() => server.closeAllConnections(), 1000);
+    group.closeIdleConnections();
+    const forced = setTimeout(() => group.closeAllConnections(), 1000);
     forced.unref();
     await serverClosed;
     clearTimeout(forced);

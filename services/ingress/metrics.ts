@@ -14,6 +14,7 @@ export interface IngressMetrics {
   overloadRefusals: Counter<'reason'>;
   eventRefusals: Counter<'source' | 'reason'>;
   inflightBodyBytes: Gauge;
+  openConnections: Gauge;
   sourceLimited: Counter<'source' | 'limit'>;
   configVersion: Gauge;
   configSourceHealthy: Gauge;
@@ -22,6 +23,8 @@ export interface IngressMetrics {
 export interface IngressReadings {
   /** Body bytes buffered across requests right now (read at scrape time only). */
   inflightBodyBytes: () => number;
+  /** Client connections open right now, across the listening sockets (read at scrape time only). */
+  openConnections?: () => number;
   /**
    * The configuration served (read at scrape time): its version and whether the last check reached
    * Postgres. Sources from the file: version 0, healthy.
@@ -110,6 +113,14 @@ export function createIngressMetrics(registry: Registry, readings?: IngressReadi
       registers,
       collect() {
         if (readings) this.set(readings.inflightBodyBytes());
+      },
+    }),
+    openConnections: new Gauge({
+      name: 'webhook_open_connections',
+      help: 'Client connections open right now on the webhook port (MAX_CONNECTIONS caps them)',
+      registers,
+      collect() {
+        this.set(readings?.openConnections?.() ?? 0);
       },
     }),
     sourceLimited: new Counter({

@@ -109,6 +109,9 @@ describe('connection slots shared out per client address', () => {
       host: listen,
       maxConnections: MAX_CONNECTIONS,
       maxClientConnections: SHARE,
+      // One listening socket: connections are accepted in the order they were opened, which the
+      // assertions below name (with several, the kernel queues them per socket).
+      listenSockets: 1,
     });
     const port = Number(new URL(ingress.url).port);
     const hog: HeldSocket[] = [];
@@ -167,7 +170,8 @@ describe('connection slots shared out per client address', () => {
   });
 
   it('the global cap still holds when every address stays within its share', async () => {
-    const ingress = await startTestIngress(testBrokers(), topic, { maxConnections: 4, maxClientConnections: 2 });
+    // One listening socket: the fifth connection is accepted last (see above).
+    const ingress = await startTestIngress(testBrokers(), topic, { maxConnections: 4, maxClientConnections: 2, listenSockets: 1 });
     const port = Number(new URL(ingress.url).port);
     const held: HeldSocket[] = [];
     try {

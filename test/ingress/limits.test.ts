@@ -134,7 +134,13 @@ describe('ingress limits on what unauthenticated clients can hold', () => {
         await c.connected();
         held.push(c);
       }
-      // Node accepts the TCP connection and closes it at once: no request is read from it.
+      // The port has several listening sockets, accepted from in no fixed order: the four are in
+      // before the fifth comes.
+      await eventually(async () => (await metric(ingress, /^webhook_open_connections /)) === 4, {
+        timeoutMs: 5000,
+        message: 'the four connections to be accepted',
+      });
+      // The ingress accepts the TCP connection and closes it at once: no request is read from it.
       const extra = new RawClient(port(ingress));
       await extra.connected().catch(() => {});
       extra.head('/webhooks/acme', { 'Content-Length': '2' });
