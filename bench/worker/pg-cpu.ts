@@ -2,6 +2,7 @@
 // /proc entry (user + system time), so the figure does not depend on what else the machine is
 // doing. One connection, the benchmark's dataset, chunks of the worker's batch size.
 // Usage: npx tsx bench/worker/pg-cpu.ts [resources=5000] [chunkSize=1000] [singlesFirst=0]
+// BENCH_PG_AFTER_MIGRATE: SQL run after the migrations (an index added or dropped, to price it).
 // singlesFirst: apply that many events one per transaction before the clock starts, so the apply
 // path's prepared statements have settled on their plans for one-event chunks (as a worker idling
 // at a few events a second would) when the measured chunks come.
@@ -32,6 +33,9 @@ function backendCpuSeconds(pid: number): number {
 
 try {
   await migrate(pool);
+  // Experiments: statements run after migrating (`;`-separated), to price a schema change on the
+  // apply path, e.g. BENCH_PG_AFTER_MIGRATE="CREATE INDEX ON inbox_events (event_id)".
+  for (const sql of (process.env.BENCH_PG_AFTER_MIGRATE ?? '').split(';').filter((s) => s.trim())) await pool.query(sql);
   const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   const pid = rows[0]!.pid;
   const records: SourceRecord[] = buildDataset(resources).events.map((e, i) => ({

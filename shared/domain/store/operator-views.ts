@@ -81,7 +81,7 @@ export interface SearchHitRow {
 /**
  * Inbox rows whose event id, idempotency key or trace id is `term`, or whose resource is `term` (its
  * id, or its key `<tenant>/<type>/<id>`); newest first, at most `limit`. Each form is an index
- * (migration 0015 and inbox_events_resource), combined by a bitmap OR: no scan of the table.
+ * (migrations 0015 and 0020), combined by a bitmap OR: no scan of the table.
  */
 export async function searchInbox(client: Queryable, term: string, limit: number): Promise<SearchHitRow[]> {
   const { rows } = await client.query<SearchHitRow>({
