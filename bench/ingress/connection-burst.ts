@@ -8,7 +8,7 @@
 // BENCH_DURATION_MS of two loads at once: a closed loop on BENCH_KEEPALIVE_CONNECTIONS keep-alive
 // connections (providers with a pool, which keep the event loop busy) and an open loop of
 // BENCH_NEW_RATE requests a second, each on a new connection. The sets alternate process by process.
-//   npx tsx bench/ingress/connection-burst.ts            (BENCH_SOCKET_SETS=1,4 BENCH_PROCESSES=2 BENCH_ROUNDS=2)
+//   npx tsx bench/ingress/connection-burst.ts            (BENCH_SOCKET_SETS=1,16 BENCH_PROCESSES=2 BENCH_ROUNDS=2)
 // Writes bench/results/ingress-connections.md and .json.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -23,7 +23,7 @@ import { parseBrokers } from '#plumbing/kafka/client.ts';
 import { machineNow, versionsNow, writeBenchResult } from '../lib/results.ts';
 import { benchTopic, closedLoop, percentile, signedBody, startServer, warmUp, type Server } from './load.ts';
 
-const SOCKET_SETS = (process.env.BENCH_SOCKET_SETS ?? '1,4').split(',').map(Number);
+const SOCKET_SETS = (process.env.BENCH_SOCKET_SETS ?? '1,16').split(',').map(Number);
 const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000);

@@ -91,9 +91,10 @@ export const ingressDefaults = {
   // requestTimeoutMs. 1024 connections; 64 MiB of bodies (64 requests at the 1 MiB limit, tens of
   // thousands of typical 1-2 KiB webhooks).
   maxConnections: 1024,
-  // A turn of a loaded ingress takes milliseconds; four accepts a turn keep a burst of new
-  // connections (a pool opening, senders without keep-alive) out of the kernel's queue.
-  listenSockets: 4,
+  // A turn of a loaded ingress takes milliseconds, tens of them on saturated cores: with too few
+  // accepts a turn, a burst of new connections (a pool opening, senders without keep-alive) waits
+  // in the kernel's queue, and the client, its requests unanswered, opens more. An idle socket costs nothing.
+  listenSockets: 16,
   maxInflightBodyBytes: 64 * 1024 * 1024,
   // An eighth of the budget per client address (8 bodies at the 1 MiB limit): one client cannot
   // take the whole budget. Behind a proxy every request comes from its address: raise it there.
