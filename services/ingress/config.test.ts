@@ -56,3 +56,17 @@ describe('where the ingress reads its sources (SOURCES_FROM)', () => {
     expect(problems({ ...BASE, SOURCES_FROM: 'etcd', WEBHOOK_SOURCES_FILE: 'x' })[0]).toMatch(/^SOURCES_FROM: /);
   });
 });
+
+describe('listening sockets (LISTEN_SOCKETS)', () => {
+  const env = { ...BASE, SOURCES_FROM: 'postgres', DATABASE_URL: 'postgres://bridge@127.0.0.1:5432/bridge', BRIDGE_SECRET_KEYS: KEYS };
+
+  it('sixteen by default, as many as asked within 1-64', () => {
+    expect(ingressConfigFromEnv(parseConfig(ingressEnvSchema, env), {}).listenSockets).toBe(16);
+    expect(ingressConfigFromEnv(parseConfig(ingressEnvSchema, { ...env, LISTEN_SOCKETS: '1' }), {}).listenSockets).toBe(1);
+    expect(ingressConfigFromEnv(parseConfig(ingressEnvSchema, { ...env, LISTEN_SOCKETS: '64' }), {}).listenSockets).toBe(64);
+  });
+
+  it('refuses 0, more than 64 and a fraction, naming the variable', () => {
+    for (const value of ['0', '65', '1.5']) expect(problems({ ...env, LISTEN_SOCKETS: value })[0]).toMatch(/^LISTEN_SOCKETS: /);
+  });
+});
