@@ -58,10 +58,11 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
   const budget = new BodyBudget(settings.maxInflightBodyBytes, settings.maxClientBodyBytes);
   const fromPostgres = config.sourcesFromPostgres;
   let live: LiveSources | undefined;
+  // The listening sockets come later, once the handler they serve exists; until then none is open.
+  const open = { connections: () => 0 };
   const metrics = createIngressMetrics(registry, {
     inflightBodyBytes: () => budget.usedBytes,
-    // Read at scrape time only, from the admin server, which starts after the listening sockets exist.
-    openConnections: () => group.openConnections,
+    openConnections: () => open.connections(),
     config: () => (live ? { version: live.version, healthy: live.healthy } : { version: 0, healthy: true }),
   });
   for (const reason of OVERLOAD_REASONS) metrics.overloadRefusals.inc({ reason }, 0);
@@ -199,6 +200,7 @@ export async function startIngress(config: IngressConfig, deps: IngressDeps = {}
       return server;
     },
   );
+  open.connections = () => group.openConnections;
   await group.listen();
   const port = group.port;
 
