@@ -119,8 +119,13 @@ export class BenchRounds {
     const database = `bench_worker_${stamp}_${round}`;
     const url = await freshDatabase(adminUrl, database);
     log(`round ${round}: running the worker`);
-    const { BENCH_NODE_ARGS: extraNodeArgs, ...childEnv } = extraEnv;
-    const args = [...this.setup.nodeArgs, ...(extraNodeArgs ?? '').split(',').filter((a) => a.length > 0), ...this.setup.workerChildEntry];
+    // BENCH_WORKER_ENTRY: another build's worker child (a bundle), for an A/B of two trees.
+    const { BENCH_NODE_ARGS: extraNodeArgs, BENCH_WORKER_ENTRY: entry, ...childEnv } = extraEnv;
+    const args = [
+      ...this.setup.nodeArgs,
+      ...(extraNodeArgs ?? '').split(',').filter((a) => a.length > 0),
+      ...(entry === undefined ? this.setup.workerChildEntry : [entry]),
+    ];
     const child = spawn(process.execPath, args, {
       cwd: repoRoot,
       env: {

@@ -137,7 +137,8 @@ async function deleteTopics(): Promise<void> {
 }
 
 // BENCH_AB_ENV="NAME=value ...": an A/B of worker runs only, alternating without (A) and with (B)
-// that environment in the child (BENCH_NODE_ARGS=a,b adds Node flags), A B, B A, ... so both see
+// that environment in the child (BENCH_NODE_ARGS=a,b adds Node flags; BENCH_WORKER_ENTRY=FILE runs
+// another tree's worker-child bundle), A B, B A, ... so both see
 // the same minutes of the machine. Prints one line per run and writes no results file.
 if (process.env.BENCH_AB_ENV !== undefined) {
   const withB = Object.fromEntries(

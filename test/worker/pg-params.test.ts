@@ -35,4 +35,20 @@ describe('apply parameters through Postgres', () => {
       `FC_SEED=${SEED}`,
     ).toEqual(blobs);
   });
+
+  it('reads back a column with no NULL (the literal then takes its one-join shortcut) and an all-NULL one', async () => {
+    // Without quotes or backslashes, so the whole column takes the shortcut.
+    const plain = fc.sample(fc.string({ unit: 'grapheme' }), { numRuns: 500, seed: SEED + 2 }).filter((t) => !/["\\]/.test(t));
+    plain.push('NULL', '{a,b}', ' padded ', '', ',');
+    const nulls = plain.map(() => null);
+    const { rows } = await db.pool.query<{ t: string; n: string | null }>(
+      'SELECT t, n FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(t, n, i) ORDER BY i',
+      [textArray(plain), textArray(nulls)],
+    );
+    expect(
+      rows.map((r) => r.t),
+      `FC_SEED=${SEED}`,
+    ).toEqual(plain);
+    expect(rows.map((r) => r.n)).toEqual(nulls);
+  });
 });

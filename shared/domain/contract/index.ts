@@ -21,7 +21,15 @@ export {
   themeSnapshotSchema,
 } from './theme-snapshot.ts';
 export type { ThemeSnapshot } from './theme-snapshot.ts';
-export { checkStructure, DEFAULT_MAX_DEPTH, findDuplicateKey, FORBIDDEN_KEYS, isStorableString, parseEvent } from './parse-event.ts';
+export {
+  checkStructure,
+  DEFAULT_MAX_DEPTH,
+  findDuplicateKey,
+  FORBIDDEN_KEYS,
+  isStorableString,
+  MAX_SUPPORTED_DEPTH,
+  parseEvent,
+} from './parse-event.ts';
 export { DELIVERY_ONLY_FIELDS, eventFingerprint, storedBodyFingerprint } from './fingerprint.ts';
 export type { ParseErrorCode, ParseEventOptions, ParseEventResult } from './parse-event.ts';
 export { contractExampleEvent, sampleThemeEvent, sampleThemeSnapshot } from './sample.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { eventAction, resourceKey } from './envelope.ts';
-import { findDuplicateKey, parseEvent } from './parse-event.ts';
+import { checkStructure, findDuplicateKey, MAX_SUPPORTED_DEPTH, parseEvent } from './parse-event.ts';
 import type { ParseErrorCode } from './parse-event.ts';
 import { contractExampleEvent, sampleThemeEvent } from './sample.ts';
 
@@ -214,6 +214,28 @@ describe('parseEvent: strings Postgres cannot store', () => {
   it('accepts a proper surrogate pair (an emoji) and other control escapes', () => {
     const text = JSON.stringify(sampleThemeEvent()).replace('"name":"Minimal Dark"', '"name":"\\ud83c\\udf19 \\u0001\\t"');
     expect(parseEvent(Buffer.from(text)).ok).toBe(true);
+  });
+});
+
+describe('checkStructure', () => {
+  it('names where an unstorable string sits: its key, and one [] per array around it', () => {
+    expect(checkStructure({ a: [['ok', 'x\u0000']] })?.message).toBe(
+      'the value under "a[][]" contains U+0000 or a lone surrogate, which cannot be stored',
+    );
+    expect(checkStructure(['\ud800'])?.message).toMatch(/^the value under "\[\]"/);
+    expect(checkStructure({ a: { b: [{ ['k\u0000']: 1 }] } })?.message).toMatch(/^a key under "b\[\]"/);
+  });
+
+  it('reports the first problem in document order', () => {
+    expect(checkStructure({ a: '\u0000', constructor: 1 })?.code).toBe('invalid_string');
+    expect(checkStructure({ constructor: 1, a: '\u0000' })?.code).toBe('forbidden_key');
+  });
+
+  it('counts containers for depth, and refuses a bound it cannot walk within', () => {
+    expect(checkStructure({ a: { b: 'deep strings are fine' } }, 2)).toBeUndefined();
+    expect(checkStructure({ a: { b: {} } }, 2)?.code).toBe('too_deep');
+    expect(() => checkStructure({}, MAX_SUPPORTED_DEPTH + 1)).toThrow(RangeError);
+    expect(() => checkStructure({}, 0)).toThrow(RangeError);
   });
 });
 

@@ -108,33 +108,38 @@ export function isStorableString(value: string): boolean {
   return value.isWellFormed() && !value.includes('\u0000');
 }
 
-interface PendingValue {
-  value: unknown;
-  depth: number;
-  /** Where the value sits, for the error message: the key it is under ('' at the root, '[]' in an array). */
-  under: string;
+/**
+ * Depth counts containers: `{}` is depth 1, `{"a":[]}` is depth 2. Walks the parsed value in
+ * document order without allocating per value (it runs on every event in both services): where a
+ * value sits is spelled out only for the error message.
+ */
+export function checkStructure(value: unknown, maxDepth: number = DEFAULT_MAX_DEPTH): StructureProblem | undefined {
+  if (!(maxDepth >= 1 && maxDepth <= MAX_SUPPORTED_DEPTH))
+    throw new RangeError(`maxDepth must be 1-${MAX_SUPPORTED_DEPTH}, not ${maxDepth}`);
+  return checkValue(value, 1, maxDepth, '', 0);
 }
 
-/** Depth counts containers: `{}` is depth 1, `{"a":[]}` is depth 2. */
-export function checkStructure(value: unknown, maxDepth: number = DEFAULT_MAX_DEPTH): StructureProblem | undefined {
-  const pending: PendingValue[] = [{ value, depth: 1, under: '' }];
-  while (pending.length > 0) {
-    const { value: current, depth, under } = pending.pop()!;
-    if (typeof current === 'string') {
-      if (!isStorableString(current)) return unstorable(`the value under ${JSON.stringify(under)}`);
-      continue;
+/** checkStructure recurses once per level, so its bound keeps the stack small. */
+export const MAX_SUPPORTED_DEPTH = 1000;
+
+/** `key` and `arrays` name where `current` sits: under that key, inside that many arrays (`key[][]`). */
+function checkValue(current: unknown, depth: number, maxDepth: number, key: string, arrays: number): StructureProblem | undefined {
+  if (typeof current === 'string')
+    return isStorableString(current) ? undefined : unstorable(`the value under ${JSON.stringify(key + '[]'.repeat(arrays))}`);
+  if (typeof current !== 'object' || current === null) return undefined;
+  if (depth > maxDepth) return { code: 'too_deep', message: `nesting deeper than ${maxDepth}` };
+  if (Array.isArray(current)) {
+    for (let i = 0; i < current.length; i += 1) {
+      const problem = checkValue(current[i], depth + 1, maxDepth, key, arrays + 1);
+      if (problem) return problem;
     }
-    if (typeof current !== 'object' || current === null) continue;
-    if (depth > maxDepth) return { code: 'too_deep', message: `nesting deeper than ${maxDepth}` };
-    if (Array.isArray(current)) {
-      for (const item of current) pending.push({ value: item, depth: depth + 1, under: `${under}[]` });
-      continue;
-    }
-    for (const key of Object.keys(current)) {
-      if (FORBIDDEN_KEYS.has(key)) return { code: 'forbidden_key', message: `forbidden key ${JSON.stringify(key)}` };
-      if (!isStorableString(key)) return unstorable(`a key under ${JSON.stringify(under)}`);
-      pending.push({ value: (current as Record<string, unknown>)[key], depth: depth + 1, under: key });
-    }
+    return undefined;
+  }
+  for (const child in current) {
+    if (FORBIDDEN_KEYS.has(child)) return { code: 'forbidden_key', message: `forbidden key ${JSON.stringify(child)}` };
+    if (!isStorableString(child)) return unstorable(`a key under ${JSON.stringify(key + '[]'.repeat(arrays))}`);
+    const problem = checkValue((current as Record<string, unknown>)[child], depth + 1, maxDepth, child, 0);
+    if (problem) return problem;
   }
   return undefined;
 }

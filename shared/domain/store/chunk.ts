@@ -26,6 +26,8 @@ import type { Queryable } from './session.ts';
  * than the probes (and steals the cores the worker and the broker need). */
 export const BEGIN_APPLY_TRANSACTION = 'BEGIN; SET LOCAL max_parallel_workers_per_gather = 0';
 
+const NEEDS_ESCAPING = /['\\]/;
+
 /**
  * BEGIN and the chunk's resource-key locks in one round trip: a simple query of three statements,
  * the keys inlined as escaped literals (a simple query takes no parameters). The locks serialise
@@ -36,7 +38,10 @@ export const BEGIN_APPLY_TRANSACTION = 'BEGIN; SET LOCAL max_parallel_workers_pe
  * statement each time costs next to nothing (no table is read).
  */
 export function beginApplyAndLock(keys: readonly string[]): string {
-  const list = keys.map((k) => pg.escapeLiteral(k)).join(',');
+  // Keys without a quote or a backslash are literals as they are: one join, where pg's escaping
+  // builds each key up character by character.
+  const plain = keys.length > 0 && keys.every((k) => !NEEDS_ESCAPING.test(k));
+  const list = plain ? `'${keys.join("','")}'` : keys.map((k) => pg.escapeLiteral(k)).join(',');
   return `${BEGIN_APPLY_TRANSACTION};
   SELECT pg_advisory_xact_lock(h)
   FROM (SELECT DISTINCT hashtextextended(k, 7261) AS h FROM unnest(ARRAY[${list}]::text[]) AS k ORDER BY h) AS keys`;

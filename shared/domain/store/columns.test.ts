@@ -37,6 +37,15 @@ describe('array literals', () => {
     expect(integerArray([null, 3, undefined, '9007199254740993'])).toBe('{NULL,3,NULL,9007199254740993}');
     expect(integerArray([])).toBe('{}');
   });
+
+  it('gives the same literal on the shortcuts for plain and all-null columns', () => {
+    expect(textArray(['a', 'b c', '{,}', 'NULL', ''])).toBe('{"a","b c","{,}","NULL",""}');
+    expect(textArray([null, undefined, null])).toBe('{NULL,NULL,NULL}');
+    expect(textArray([null])).toBe('{NULL}');
+    expect(textArray(['x"y', 'a'])).toBe('{"x\\"y","a"}');
+    expect(textArray([null, 'a'])).toBe('{NULL,"a"}');
+    expect(textArray(['a', null])).toBe('{"a",NULL}');
+  });
 });
 
 describe('PackedBytes', () => {
