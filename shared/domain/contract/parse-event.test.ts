@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { eventAction, resourceKey } from './envelope.ts';
-import { checkStructure, findDuplicateKey, MAX_SUPPORTED_DEPTH, parseEvent } from './parse-event.ts';
+import { checkStructure, countKeys, findDuplicateKey, MAX_SUPPORTED_DEPTH, parseEvent } from './parse-event.ts';
 import type { ParseErrorCode } from './parse-event.ts';
 import { contractExampleEvent, sampleThemeEvent } from './sample.ts';
 
@@ -79,6 +80,39 @@ describe('parseEvent: byte and JSON level', () => {
     const event = JSON.stringify(sampleThemeEvent({ tenant_id: 'tenant_acme' }));
     expectCode(Buffer.from(event.replace('{', '{"tenant_id":"tenant_evil",')), 'invalid_json');
     expectCode(Buffer.from(event.replace('{', '{"tenant\\u005fid":"tenant_evil",')), 'invalid_json');
+  });
+
+  it('finds a duplicate key exactly when the full scan does (keys counted in the text against the parsed value)', () => {
+    // A fresh seed each run, printed; FC_SEED=<n> replays a failing one.
+    const seed = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
+    console.log(`[parse-event duplicates] seed ${seed} (replay: FC_SEED=${seed})`);
+    // Few key spellings (one escaped, one integer-like, one with a colon and a quote), so duplicates are common.
+    const key = fc.constantFrom('"a"', '"\\u0061"', '"b"', '"1"', '"a:\\""', '"c d"');
+    const gap = fc.constantFrom('', ' ', '\n\t');
+    const json: fc.Memo<string> = fc.memo((n) =>
+      n <= 1
+        ? fc.constantFrom('1', '"a"', '"x\\":"', 'null', '[]', '{}')
+        : fc.oneof(
+            fc
+              .array(fc.tuple(key, gap, json(n - 1)), { maxLength: 5 })
+              .map((pairs) => `{${pairs.map(([k, g, v]) => `${k}${g}:${g}${v}`).join(',')}}`),
+            fc.array(json(n - 1), { maxLength: 4 }).map((items) => `[${items.join(',')}]`),
+          ),
+    );
+    fc.assert(
+      fc.property(json(4), (text) => {
+        const result = parseEvent(Buffer.from(text));
+        const flagged = !result.ok && result.message.startsWith('duplicate key');
+        expect(flagged).toBe(findDuplicateKey(text) !== undefined);
+      }),
+      { seed, numRuns: 2000 },
+    );
+  });
+
+  it('counts keys, not strings that look like them', () => {
+    expect(countKeys('{"a":{"b":1},"c":["d","e:"], "f" : "g"}')).toBe(4);
+    expect(countKeys('["a","b"]')).toBe(0);
+    expect(countKeys('{"q\\"":1}')).toBe(1);
   });
 
   it('rejects nesting deeper than the limit, and honours a configured limit', () => {
