@@ -114,8 +114,9 @@ export function isStorableString(value: string): boolean {
 
 /**
  * Depth counts containers: `{}` is depth 1, `{"a":[]}` is depth 2. Walks the parsed value in
- * document order without allocating per value (it runs on every event in both services): where a
- * value sits is spelled out only for the error message.
+ * document order (an object's integer-like keys first, as JavaScript orders them) without
+ * allocating per value (it runs on every event in both services): where a value sits is spelled
+ * out only for the error message.
  */
 export function checkStructure(value: unknown, maxDepth: number = DEFAULT_MAX_DEPTH): StructureProblem | undefined {
   const walked = walkStructure(value, maxDepth);
