@@ -639,6 +639,12 @@ describe('distributed: three brokers, two ingresses, three workers, machines tha
     } catch (error) {
       parts.push(`database: ${(error as Error).message}`);
     }
+    try {
+      const { groups } = await admin.describeGroups([groupId]);
+      parts.push(`group: ${groups[0]?.state}, members ${JSON.stringify(groups[0]?.members.map((m) => m.clientHost + ' ' + m.memberId))}`);
+    } catch (error) {
+      parts.push(`group: ${(error as Error).message}`);
+    }
     for (const [i, w] of workers.entries()) {
       parts.push(
         `worker ${i + 1} (pid ${w.pid}, ${w.starts} starts) published ${await publishedBy(w)}; last output:\n${w.output.slice(-5_000)}`,

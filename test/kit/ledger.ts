@@ -15,6 +15,12 @@ import { sleep } from './eventually.ts';
 // ---------------------------------------------------------------------------------------------
 // The worker as a process (services/worker/main.ts)
 
+/**
+ * How long a SIGTERMed worker may take to exit: docs/operations.md promises the drain fits the
+ * default 30 s grace period; twice that, so a slow machine is not what fails.
+ */
+const STOP_GRACE_MS = 60_000;
+
 export interface WorkerExit {
   at: number;
   code: number | null;
@@ -45,6 +51,7 @@ export class WorkerProcess {
   #stopping = false;
   #output: () => string = () => '';
   #starting: Promise<void> | undefined;
+  readonly #stuckStops: string[] = [];
   starts = 0;
   kills = 0;
   /** Graceful restarts the test made (restart()). */
@@ -154,7 +161,12 @@ export class WorkerProcess {
     this.#child?.kill('SIGCONT');
   }
 
-  /** SIGTERM to a ready worker (as a rolling restart sends it), its exit 0, then a new process. */
+  /**
+   * SIGTERM to a ready worker (as a rolling restart sends it), its exit 0, then a new process. One
+   * still running STOP_GRACE_MS after the SIGTERM is SIGKILLed, as an orchestrator does when the
+   * grace period ends, and reported by restartProblems() with its last words, instead of holding
+   * the test until its own timeout.
+   */
   async restart(): Promise<void> {
     await this.waitReady();
     const child = this.#child!;
@@ -162,7 +174,15 @@ export class WorkerProcess {
     this.#terminating = child;
     this.restarts += 1;
     child.kill('SIGTERM');
+    const timer = setTimeout(() => {
+      this.#stuckStops.push(
+        `worker pid ${child.pid} still running ${STOP_GRACE_MS} ms after SIGTERM, SIGKILLed; its last output:\n${this.#output().slice(-3_000)}`,
+      );
+      this.#killing = child;
+      child.kill('SIGKILL');
+    }, STOP_GRACE_MS);
     await exited;
+    clearTimeout(timer);
     await this.start();
   }
 
@@ -171,9 +191,12 @@ export class WorkerProcess {
    * start (the first start is the test's own).
    */
   restartProblems(): string[] {
-    const problems = this.unexpectedExits.map(
-      (e) =>
-        `worker exited by itself at ${new Date(e.at).toISOString()} (code ${e.code}, signal ${e.signal}); its last output:\n${e.log.slice(-3_000)}`,
+    const problems = [...this.#stuckStops];
+    problems.push(
+      ...this.unexpectedExits.map(
+        (e) =>
+          `worker exited by itself at ${new Date(e.at).toISOString()} (code ${e.code}, signal ${e.signal}); its last output:\n${e.log.slice(-3_000)}`,
+      ),
     );
     const expectedExits = this.exits.filter((e) => e.expected).length;
     if (expectedExits !== this.kills + this.restarts)

@@ -26,6 +26,8 @@ export interface LocalKafkaOptions {
    * broker less CPU and lowers the bridge's median latency (bench:e2e, bench/results/e2e.md).
    */
   fullJit?: boolean;
+  /** Broker settings over the ones below (a test that needs a cluster to behave otherwise). */
+  brokerProperties?: Record<string, string>;
   log?: (line: string) => void;
 }
 
@@ -103,7 +105,7 @@ export class LocalKafka {
   private clusterId: string | undefined;
 
   constructor(options: LocalKafkaOptions) {
-    this.options = { heapMb: 384, fullJit: false, log: () => {}, ...options };
+    this.options = { heapMb: 384, fullJit: false, brokerProperties: {}, log: () => {}, ...options };
     const root = path.join(cacheDir, 'kafka', 'data', options.name);
     this.specs = Array.from({ length: options.nodes }, (_, i) => ({
       id: i + 1,
@@ -167,6 +169,8 @@ export class LocalKafka {
       'num.network.threads=2',
       'num.io.threads=4',
       'background.threads=4',
+      // Later lines win in a properties file.
+      ...Object.entries(this.options.brokerProperties).map(([key, value]) => `${key}=${value}`),
       '',
     ].join('\n');
   }

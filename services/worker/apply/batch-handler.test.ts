@@ -112,20 +112,29 @@ describe('coalescedCommits', () => {
   });
 });
 
+/** What kafkajs rejects with for a broker's error code (a KafkaJSProtocolError: its `type` names the code). */
+function protocolError(type: string, code: number): Error {
+  return Object.assign(new Error(`broker answered ${type}`), { name: 'KafkaJSProtocolError', type, code });
+}
+
 describe('createBatchHandler offset commits', () => {
   // A fake eachBatch payload: the handler's only Kafka contact is through these functions.
   function setup(running: { value: boolean }, stopping?: () => boolean) {
     const registry = new Registry();
     const metrics = createWorkerMetrics(registry, async () => 0);
-    const commits: Array<{ offsets: string[]; release: () => void }> = [];
+    const commits: Array<{ offsets: string[]; release: () => void; refuse: (error: Error) => void }> = [];
     const waiting: Array<{ count: number; resolve: () => void }> = [];
     /** Resolves once `count` OffsetCommit requests have been sent. */
     const committed = (count: number) =>
       new Promise<void>((resolve) => (commits.length >= count ? resolve() : waiting.push({ count, resolve })));
     const resolved: string[] = [];
+    const applied: string[] = [];
     const handler = createBatchHandler({
       applier: {} as SnapshotApplier,
-      applyChunk: async (chunk) => chunk.map((record) => ({ record, outcome: 'applied' }) as ApplyResult),
+      applyChunk: async (chunk) => {
+        applied.push(...chunk.map((record) => record.offset));
+        return chunk.map((record) => ({ record, outcome: 'applied' }) as ApplyResult);
+      },
       batchSize: 1000,
       logger: createLogger({ name: 'test', level: 'silent' }),
       metrics,
@@ -145,15 +154,15 @@ describe('createBatchHandler offset commits', () => {
         heartbeat: async () => {},
         uncommittedOffsets: () => ({ topics: [{ topic: 't', partitions: [{ partition: '0', offset: resolved.at(-1)! }] }] }),
         commitOffsetsIfNecessary: () =>
-          new Promise<void>((release) => {
-            commits.push({ offsets: [...resolved], release: () => release() });
+          new Promise<void>((release, refuse) => {
+            commits.push({ offsets: [...resolved], release: () => release(), refuse });
             for (const w of waiting.filter((w) => commits.length >= w.count)) w.resolve();
           }),
         isRunning: () => running.value,
         isStale: () => false,
         pause: () => () => {},
       }) as unknown as EachBatchPayload;
-    return { handler, payload, commits, committed };
+    return { handler, payload, commits, committed, applied };
   }
 
   it('returns before the OffsetCommit round trip while the consumer runs (the next fetch does not wait for it)', async () => {
@@ -202,5 +211,37 @@ describe('createBatchHandler offset commits', () => {
     await handled;
     expect(done).toBe(true);
     expect(commits).toHaveLength(2);
+  });
+
+  // A group member whose commits the group refuses must re-join (kafkajs does when a commit throws
+  // in its own loop); applied on in the background, it would never commit again.
+  it.each([
+    ['NOT_COORDINATOR_FOR_GROUP', 16],
+    ['ILLEGAL_GENERATION', 22],
+    ['UNKNOWN_MEMBER_ID', 25],
+    ['REBALANCE_IN_PROGRESS', 27],
+  ])('a background commit the group refuses with %s fails the next batch before it applies anything', async (type, code) => {
+    const { handler, payload, commits, committed, applied } = setup({ value: true });
+    await handler(payload(['1']));
+    await committed(1);
+    commits[0]!.refuse(protocolError(type, code));
+    await new Promise((r) => setImmediate(r));
+    await expect(handler(payload(['2']))).rejects.toMatchObject({ type });
+    expect(applied).toEqual(['1']);
+    // Raised once: the batch fetched after the re-join applies.
+    await handler(payload(['2']));
+    expect(applied).toEqual(['1', '2']);
+  });
+
+  it('a background commit that fails for another reason (a broker unreachable) is carried by the next one, the batches go on', async () => {
+    const { handler, payload, commits, committed, applied } = setup({ value: true });
+    await handler(payload(['1']));
+    await committed(1);
+    commits[0]!.refuse(protocolError('REQUEST_TIMED_OUT', 7));
+    await new Promise((r) => setImmediate(r));
+    await handler(payload(['2']));
+    expect(applied).toEqual(['1', '2']);
+    await committed(2);
+    expect(commits[1]!.offsets).toEqual(['1', '2']);
   });
 });

@@ -1,4 +1,5 @@
 import type { EachBatchPayload } from '#plumbing/kafka/types.ts';
+import { refusedByGroup } from '#plumbing/kafka/groups.ts';
 import { toSourceRecord, type ApplyResult, type SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import type { FailureContext, OnFailure, OnQuarantined } from '#domain/failures/index.ts';
 import type { Logger } from '#plumbing/logging/logger.ts';
@@ -43,13 +44,21 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
   // skips the base logger's wildcard redaction (about half the cost of each line).
   const eventLogger = logger.child({}, { redact: [] });
   const shareCommit = options.commits ?? coalescedCommits();
+  // A background commit the group refused (see refusedByGroup): raised by the next chunk, as
+  // kafkajs's own commit would have raised it, so that kafkajs re-joins the group.
+  let refusal: unknown;
 
   return async (payload) => {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
     const records = batch.messages.map((m) => toSourceRecord(batch.topic, batch.partition, m));
     const commit = () => shareCommit(() => commitOffsetsIfNecessary(uncommittedOffsets()));
     const commitSoon = () => {
-      commit().catch((error: unknown) => logger.warn({ err: error }, 'offset commit failed; the next commit carries its offsets'));
+      commit().catch((error: unknown) => {
+        if (refusedByGroup(error)) {
+          refusal ??= error;
+          logger.warn({ err: error }, 'offset commit refused by the group; re-joining before the next chunk');
+        } else logger.warn({ err: error }, 'offset commit failed; the next commit carries its offsets');
+      });
     };
 
     const observe = (result: ApplyResult, committedAt: number) => {
@@ -138,6 +147,11 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
       for (let start = 0; start < records.length; start += batchSize) {
         // Shutdown or rebalance: stop between chunks; everything resolved so far is durable.
         if (!isRunning() || isStale()) break;
+        if (refusal !== undefined) {
+          const error = refusal;
+          refusal = undefined;
+          throw error;
+        }
         const keepGoing = await processChunk(records.slice(start, start + batchSize));
         // As commitAsync in a Java consumer's poll loop: the next fetch does not wait for the
         // OffsetCommit round trip. A crash before it lands only redelivers events the inbox
@@ -152,8 +166,9 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
       // committed before the consumer leaves its group.
       if (!isRunning() || isStale() || options.stopping?.()) await commit();
     } catch (error) {
-      // Commit what is durable before the error surfaces, so a restart does not redo it.
-      await commit().catch(() => {});
+      // Commit what is durable before the error surfaces, so a restart does not redo it; unless the
+      // group refuses this member's commits anyway (it re-joins, and the inbox drops the repeats).
+      if (!refusedByGroup(error)) await commit().catch(() => {});
       throw error;
     }
   };
