@@ -236,8 +236,8 @@ processes seen on the machine during the run (command lines sampled every second
 
 Set-up: a fresh database (migrated with shared/domain/store/migrate.ts) and fresh topics (${run.topics.eventsPartitions} partitions, ${run.topics.retryLevels} retry levels,
 topicSpecs), the ingress (\`node ${run.services.ingress.join(' ').replaceAll(repoRoot + '/', '')}\`) and one worker
-(\`node ${run.services.worker.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build/build.ts; relay on the worker's event loop) as separate processes with npm start's
-flags and environment (infra/dev/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
+(\`node ${run.services.worker.join(' ').replaceAll(repoRoot + '/', '')}\`, bundles built from ${serviceSpecs.ingress.main} and ${serviceSpecs.worker.main} by infra/build/build.ts; relay on the worker's event loop; the worker at npm start's niceness, WORKER_NICENESS) as separate processes with npm start's
+flags, priorities and environment (infra/dev/dev.env; LOG_LEVEL=${logLevel}, logs to a file), production defaults otherwise. Load: one Node process${generatorFlags ? ` (\`${generatorFlags}\`: its own compiler burst would otherwise take the cores the services share)` : ''}, open loop at a fixed rate
 (each request due at start + i / rate and sent then, whatever is still in flight; latency counts from the due time), ${BODY_BYTES} B hmac-sha256-signed
 theme.updated bodies, unique event ids, ${run.resources.toLocaleString('en')} resource ids in round robin, versions rising across the run (so every event applies);
 ${run.warmupMs > 0 ? `a ${run.warmupMs / 1000} s warm-up at ${run.warmupRate} req/s, then ` : ''}${measuredRates.map((m) => m.phase.rate.toLocaleString('en')).join(', ')} req/s for ${run.durationMs / 1000} s each, each phase drained (every 2xx on the applied topic) before the next.

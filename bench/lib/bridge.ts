@@ -12,7 +12,7 @@ import type { Admin, Kafka } from '#plumbing/kafka/types.ts';
 import pg from 'pg';
 import { repoRoot } from '../../infra/paths.ts';
 import { resolvePostgres, withDatabase, type ResolvedPostgres } from '../../infra/provision/postgres.ts';
-import { buildServices, serviceArgs, serviceEnv, serviceSpecs, type ServiceSpec } from '../../infra/dev/services.ts';
+import { applyNiceness, buildServices, serviceArgs, serviceEnv, serviceSpecs, type ServiceSpec } from '../../infra/dev/services.ts';
 import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { createKafka } from '#plumbing/kafka/client.ts';
@@ -84,6 +84,8 @@ export async function startService(spec: ServiceSpec, options: StartServiceOptio
     env: serviceEnv(spec, { ...process.env, ...options.env, ADMIN_PORT: String(adminPort) }),
     stdio: options.ipc ? ['ignore', out, out, 'ipc'] : ['ignore', out, out],
   });
+  // At npm start's priorities (infra/dev/services.ts), WORKER_NICENESS included.
+  applyNiceness(spec, child, { ...process.env, ...options.env });
   return { name: spec.kind, spec, child, pid: child.pid!, adminPort, logFile: options.logFile, args };
 }
 

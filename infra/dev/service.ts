@@ -18,7 +18,7 @@ import {
   type Provided,
 } from './bootstrap.ts';
 import { cacheDir } from '../paths.ts';
-import { buildServices, claimPort, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
+import { buildServices, claimPort, serviceNiceness, serviceSpecs, spawnService, stopSignalFor, type ServiceKind } from './services.ts';
 import { pino } from 'pino';
 import { createLogger } from '#plumbing/logging/logger.ts';
 
@@ -53,6 +53,8 @@ async function exit(code: number): Promise<never> {
 // (shared/plumbing/config/dev-defaults.ts) and says on its pages when one is unreachable.
 if (spec.kind !== 'console')
   try {
+    // Checked before anything starts: a bad WORKER_NICENESS fails the start with its message.
+    serviceNiceness(spec, process.env);
     const kafka = await provideKafka(log);
     env = { ...process.env, KAFKA_BROKERS: kafka.value };
     leftRunning = kafka.leftRunning ? [kafka.leftRunning] : [];

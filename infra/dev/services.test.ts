@@ -4,7 +4,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { claimPort, parseWorkerCount, serviceEnv, serviceSpecs, stopSignalFor, supervised, upAdminPorts } from './services.ts';
+import {
+  applyNiceness,
+  claimPort,
+  parseWorkerCount,
+  serviceEnv,
+  serviceNiceness,
+  serviceSpecs,
+  stopSignalFor,
+  supervised,
+  upAdminPorts,
+} from './services.ts';
 
 describe('npm start port scheme', () => {
   it('ingress on INGRESS_ADMIN_PORT, worker i on WORKER_ADMIN_PORT + i', () => {
@@ -22,6 +32,26 @@ describe('npm start port scheme', () => {
     expect(serviceEnv(serviceSpecs.ingress, { PORT: '1' })).toEqual({ MALLOC_ARENA_MAX: '2', PORT: '1' });
     expect(serviceEnv(serviceSpecs.ingress, { MALLOC_ARENA_MAX: '8' }).MALLOC_ARENA_MAX).toBe('8');
     expect(serviceEnv(serviceSpecs.worker, { PORT: '1' })).toEqual({ PORT: '1' });
+  });
+
+  it('the worker runs at niceness 10 (WORKER_NICENESS from 0 to 19 changes it), the ingress and the console at 0', () => {
+    expect(serviceNiceness(serviceSpecs.worker, {})).toBe(10);
+    expect(serviceNiceness(serviceSpecs.worker, { WORKER_NICENESS: '0' })).toBe(0);
+    expect(serviceNiceness(serviceSpecs.worker, { WORKER_NICENESS: '19' })).toBe(19);
+    expect(serviceNiceness(serviceSpecs.ingress, { WORKER_NICENESS: '5' })).toBe(0);
+    expect(serviceNiceness(serviceSpecs.console, {})).toBe(0);
+    for (const bad of ['-1', '20', '2.5', 'low'])
+      expect(() => serviceNiceness(serviceSpecs.worker, { WORKER_NICENESS: bad })).toThrow(/WORKER_NICENESS/);
+  });
+
+  it('a started process gets its niceness from the kernel', async () => {
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30_000)'], { stdio: 'ignore' });
+    try {
+      applyNiceness(serviceSpecs.worker, child, { WORKER_NICENESS: '7' });
+      expect(os.getPriority(child.pid)).toBe(7);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('WORKERS is a positive integer, 1 when unset', () => {

@@ -5,6 +5,7 @@ import { DEFAULTS } from '#plumbing/config/defaults.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { buildBundles, bundlePath } from '../build/build.ts';
 import { repoRoot } from '../paths.ts';
@@ -23,6 +24,8 @@ export interface ServiceSpec {
   env: Record<string, string>;
   /** The admin port when nothing else is said (the service's own ADMIN_PORT default). */
   defaultAdminPort: number;
+  /** Its niceness (Linux scheduling priority, 0 to 19; higher yields the CPU sooner); see serviceNiceness. */
+  niceness: number;
 }
 
 export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
@@ -38,6 +41,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     nodeArgs: ['--max-semi-space-size=8', '--max-old-space-size=96', '--concurrent-turbofan-max-threads=1'],
     env: { MALLOC_ARENA_MAX: '2' },
     defaultAdminPort: DEFAULTS.adminPort.ingress,
+    niceness: 0,
   },
   // Bounded semi-spaces and old generation keep the worker's peak RSS low while it drains a large
   // backlog, large events included (bench:worker).
@@ -50,6 +54,12 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     nodeArgs: ['--max-semi-space-size=16', '--max-old-space-size=96', '--heap-growing-percent=100', '--concurrent-turbofan-max-threads=1'],
     env: {},
     defaultAdminPort: DEFAULTS.adminPort.worker,
+    // On a machine the services share, a busy worker must not hold up the POST -> ack path: a
+    // provider waits on the ack (and retries when it is slow), while a reader of the applied topic
+    // gets the record a few milliseconds later. At niceness 10 the kernel gives the ingress (and the
+    // broker) the CPU first when both want it, and the worker catches up in between (bench:e2e,
+    // docs/benchmarks.md). WORKER_NICENESS changes it; 0 runs the worker like the rest.
+    niceness: 10,
   },
   // The console has no admin port of its own: this is its web port (CONSOLE_PORT).
   console: {
@@ -58,6 +68,7 @@ export const serviceSpecs: Record<ServiceKind, ServiceSpec> = {
     nodeArgs: [],
     env: {},
     defaultAdminPort: DEFAULTS.consolePort,
+    niceness: 0,
   },
 };
 
@@ -76,13 +87,39 @@ export function serviceEnv(spec: ServiceSpec, env: NodeJS.ProcessEnv): NodeJS.Pr
   return { ...spec.env, ...env };
 }
 
+/** The niceness a service runs at: its spec's, for the worker WORKER_NICENESS (0 to 19) when set. */
+export function serviceNiceness(spec: ServiceSpec, env: NodeJS.ProcessEnv): number {
+  const value = spec.kind === 'worker' ? env.WORKER_NICENESS : undefined;
+  if (value === undefined || value === '') return spec.niceness;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 19)
+    throw new Error(`WORKER_NICENESS must be an integer from 0 to 19, not ${JSON.stringify(value)}`);
+  return n;
+}
+
+/**
+ * Gives a started service its niceness. Raising it needs no privilege; where the platform has no
+ * such priority, the service runs at the default.
+ */
+export function applyNiceness(spec: ServiceSpec, child: ChildProcess, env: NodeJS.ProcessEnv): void {
+  const niceness = serviceNiceness(spec, env);
+  if (niceness === 0 || child.pid === undefined) return;
+  try {
+    os.setPriority(child.pid, niceness);
+  } catch {
+    // runs at the default priority
+  }
+}
+
 /** Starts the service as a child process (stdout and stderr shared with this one), from the bundle buildServices wrote. */
 export function spawnService(spec: ServiceSpec, env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, serviceArgs(spec), {
+  const child = spawn(process.execPath, serviceArgs(spec), {
     cwd: repoRoot,
     env: serviceEnv(spec, env),
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  applyNiceness(spec, child, env);
+  return child;
 }
 
 /** A child process as the supervisor sees it: one exit notification, also when spawning failed. */

@@ -19,6 +19,7 @@ import {
 import {
   buildServices,
   parseWorkerCount,
+  serviceNiceness,
   serviceSpecs,
   spawnService,
   stopSignalFor,
@@ -83,6 +84,8 @@ function supervise(name: string, spec: ServiceSpec, env: NodeJS.ProcessEnv): Sup
 
 try {
   const workers = parseWorkerCount(process.env.WORKERS);
+  // Checked before anything starts: a bad value fails the start, not each spawn.
+  serviceNiceness(serviceSpecs.worker, process.env);
   kafka = provideKafka(log);
   database = provideDatabase(log);
   const [{ value: brokers }, { value: databaseUrl }] = await Promise.all([kafka, database, buildServices()]);
