@@ -54,6 +54,8 @@ export interface Readiness {
 /** What the health endpoints read: has the consumer joined its group, has it crashed for good, is it stopping. */
 interface ConsumerState {
   joined: boolean;
+  /** Group joins so far (the batch handler tells one membership's commits from the next's). */
+  joins: number;
   crashed: boolean;
   stopping: boolean;
   /** Resolves when close() is called (with state.stopping already true). */
@@ -67,6 +69,7 @@ function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) |
   const stopped = new Promise<void>((resolve) => (markStopping = resolve));
   const state: ConsumerState = {
     joined: false,
+    joins: 0,
     crashed: false,
     stopping: false,
     stopped,
@@ -77,6 +80,7 @@ function watchConsumer(parts: WorkerParts, onFatal: ((error: unknown) => void) |
   };
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
     state.joined = true;
+    state.joins += 1;
     logger.info({ member_id: e.payload.memberId, assignment: e.payload.memberAssignment }, 'joined consumer group');
   });
   consumer.on(consumer.events.CRASH, (e) => {
@@ -180,6 +184,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         ...(reconcile ? { afterApply: reconcile.onResults } : {}),
         commits: offsetCommits,
         stopping: () => state.stopping,
+        joins: () => state.joins,
       }),
     });
     // Retry topics go through the same applier (fault injection included) as the main topic.

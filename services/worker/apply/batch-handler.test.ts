@@ -119,7 +119,7 @@ function protocolError(type: string, code: number): Error {
 
 describe('createBatchHandler offset commits', () => {
   // A fake eachBatch payload: the handler's only Kafka contact is through these functions.
-  function setup(running: { value: boolean }, stopping?: () => boolean) {
+  function setup(running: { value: boolean }, stopping?: () => boolean, joins?: () => number) {
     const registry = new Registry();
     const metrics = createWorkerMetrics(registry, async () => 0);
     const commits: Array<{ offsets: string[]; release: () => void; refuse: (error: Error) => void }> = [];
@@ -141,6 +141,7 @@ describe('createBatchHandler offset commits', () => {
       crashPoints: createCrashPoints(undefined, 1),
       onFailure: async () => 'handled',
       ...(stopping ? { stopping } : {}),
+      ...(joins ? { joins } : {}),
     });
     const payload = (offsets: string[]) =>
       ({
@@ -231,6 +232,26 @@ describe('createBatchHandler offset commits', () => {
     // Raised once: the batch fetched after the re-join applies.
     await handler(payload(['2']));
     expect(applied).toEqual(['1', '2']);
+  });
+
+  it('a refusal of a commit asked for before the member re-joined is forgotten: the new membership applies on', async () => {
+    // kafkajs re-joins by itself too (a heartbeat refused); a commit of the old membership that
+    // fails after that must not make the new one leave the group again.
+    const group = { joins: 1 };
+    const { handler, payload, commits, committed, applied } = setup({ value: true }, undefined, () => group.joins);
+    await handler(payload(['1']));
+    await committed(1);
+    group.joins += 1;
+    commits[0]!.refuse(protocolError('ILLEGAL_GENERATION', 22));
+    await new Promise((r) => setImmediate(r));
+    await handler(payload(['2']));
+    // Refused before the re-join, raised after it: forgotten as well.
+    await committed(2);
+    commits[1]!.refuse(protocolError('REBALANCE_IN_PROGRESS', 27));
+    await new Promise((r) => setImmediate(r));
+    group.joins += 1;
+    await handler(payload(['3']));
+    expect(applied).toEqual(['1', '2', '3']);
   });
 
   it('a background commit that fails for another reason (a broker unreachable) is carried by the next one, the batches go on', async () => {

@@ -31,6 +31,13 @@ export interface BatchHandlerOptions {
    * the background, where it would run after the consumer left the group.
    */
   stopping?: () => boolean;
+  /**
+   * How many times the consumer has joined its group. A commit's refusal is raised only within the
+   * membership that asked for the commit: once kafkajs has re-joined (by itself, after a heartbeat
+   * the group refused), a late refusal of the old membership's commit would only make the group
+   * rebalance again.
+   */
+  joins?: () => number;
 }
 
 /**
@@ -46,16 +53,19 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
   const shareCommit = options.commits ?? coalescedCommits();
   // A background commit the group refused (see refusedByGroup): raised by the next chunk, as
   // kafkajs's own commit would have raised it, so that kafkajs re-joins the group.
-  let refusal: unknown;
+  const joins = options.joins ?? (() => 0);
+  let refusal: { error: unknown; joins: number } | undefined;
 
   return async (payload) => {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale } = payload;
     const records = batch.messages.map((m) => toSourceRecord(batch.topic, batch.partition, m));
     const commit = () => shareCommit(() => commitOffsetsIfNecessary(uncommittedOffsets()));
     const commitSoon = () => {
+      const askedIn = joins();
       commit().catch((error: unknown) => {
         if (refusedByGroup(error)) {
-          refusal ??= error;
+          if (askedIn !== joins()) return;
+          refusal ??= { error, joins: askedIn };
           logger.warn({ err: error }, 'offset commit refused by the group; re-joining before the next chunk');
         } else logger.warn({ err: error }, 'offset commit failed; the next commit carries its offsets');
       });
@@ -148,9 +158,9 @@ export function createBatchHandler(options: BatchHandlerOptions): (payload: Each
         // Shutdown or rebalance: stop between chunks; everything resolved so far is durable.
         if (!isRunning() || isStale()) break;
         if (refusal !== undefined) {
-          const error = refusal;
+          const { error, joins: refusedIn } = refusal;
           refusal = undefined;
-          throw error;
+          if (refusedIn === joins()) throw error;
         }
         const keepGoing = await processChunk(records.slice(start, start + batchSize));
         // As commitAsync in a Java consumer's poll loop: the next fetch does not wait for the
