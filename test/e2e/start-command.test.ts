@@ -166,11 +166,11 @@ describe('npm start (infra/dev/up.ts)', () => {
     expect(dry.stdout).toContain('no change (5 source(s) unchanged)');
 
     // Up, used and clean.
-    expect(errorLines(output)).toEqual([]);
+    expect(errorLines(output), output).toEqual([]);
 
     up.kill('SIGINT');
     expect(await exited(up), output).toBe(0);
-    expect(errorLines(output)).toEqual([]);
+    expect(errorLines(output), output).toEqual([]);
     expect(await portOpen(ports.public)).toBe(false);
     expect(await portOpen(ports.ingressAdmin)).toBe(false);
     expect(await portOpen(ports.workerAdmin)).toBe(false);
@@ -259,7 +259,7 @@ describe.each([
     } finally {
       await db.end();
     }
-    expect.soft(errorLines(output)).toEqual([]);
+    expect.soft(errorLines(output), output).toEqual([]);
     // It started the broker itself, on a port of its own.
     expect(upLines(output).some((l) => l.startsWith('started Kafka node 1 ') && l.endsWith(`on 127.0.0.1:${ports.kafka}`))).toBe(true);
 
@@ -280,7 +280,7 @@ describe.each([
     expect.soft(postgresStopped).toBeLessThan(kafkaStopping);
     // The worker drained into a live database: Postgres ended no session under it.
     expect.soft(output).not.toContain('terminating connection');
-    expect.soft(errorLines(output)).toEqual([]);
+    expect.soft(errorLines(output), output).toEqual([]);
     expect.soft(await portOpen(ports.kafka)).toBe(false);
     expect.soft(await portOpen(ports.postgres)).toBe(false);
   });
