@@ -30,6 +30,8 @@ export interface WorkerBenchRun {
   maxBytesPerPartition: number;
   /** The worker child's Node flags. */
   nodeArgs: string[];
+  /** The worker child's niceness (npm start's, WORKER_NICENESS); absent in runs from before it was set. */
+  niceness?: number;
   /** BENCH_ROUNDS. */
   roundsWanted: number;
   rounds: Array<{ worker: WorkerRound; ceiling: CeilingRound }>;
@@ -94,7 +96,7 @@ Load average (1 min) before the run: ${run.loadBefore[0]!.toFixed(1)}, after: ${
 Workload: ${events.toLocaleString('en')} events over ${run.resources.toLocaleString('en')} resources (${run.dataset.duplicates.toLocaleString('en')} exact redeliveries = 10%,
 ${run.dataset.stale.toLocaleString('en')} stale versions = 10%), ~${run.dataset.events[0]!.value.length} bytes each, preloaded to a fresh ${run.partitions}-partition topic.
 Worker settings: WORKER_BATCH_SIZE=${run.batchSize}, WORKER_PARTITIONS_CONCURRENCY=${run.concurrency}, WORKER_MAX_BYTES_PER_PARTITION=${run.maxBytesPerPartition},
-node ${run.nodeArgs.join(' ')}, one worker process, per-event pino logs at info
+node ${run.nodeArgs.join(' ')}${run.niceness === undefined ? '' : ` at niceness ${run.niceness} (npm start's, WORKER_NICENESS)`}, one worker process, per-event pino logs at info
 (serialised, written to /dev/null), outbox relay on the worker's event loop.
 
 ${run.roundsWanted} rounds, each a worker run (fresh consumer group from the beginning of the topic, fresh database) then a

@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { withDatabase } from '../../infra/provision/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
+import { applyNiceness, serviceSpecs } from '../../infra/dev/services.ts';
 import { SnapshotApplier, type SourceRecord } from '#domain/apply/index.ts';
 import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
@@ -140,6 +141,8 @@ export class BenchRounds {
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    // As npm start runs it: the kernel gives the broker and Postgres the CPU first when both want it.
+    applyNiceness(serviceSpecs.worker, child, { ...process.env, ...childEnv });
     let childOut = '';
     const marks = new Map<string, { own: number; at: CpuSnapshot }>();
     let pending = '';

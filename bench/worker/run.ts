@@ -16,7 +16,7 @@ import pg from 'pg';
 import { resolvePostgres } from '../../infra/provision/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
 import { buildBundles } from '../../infra/build/build.ts';
-import { serviceSpecs } from '../../infra/dev/services.ts';
+import { serviceNiceness, serviceSpecs } from '../../infra/dev/services.ts';
 import { createKafka, parseBrokers } from '#plumbing/kafka/client.ts';
 import { ensureTopics, topicSpecs, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -203,6 +203,7 @@ const run: WorkerBenchRun = {
   concurrency: CONCURRENCY,
   maxBytesPerPartition: MAX_BYTES_PER_PARTITION,
   nodeArgs,
+  niceness: serviceNiceness(serviceSpecs.worker, process.env),
   roundsWanted: ROUNDS,
   rounds: measured,
   copyRounds,
