@@ -66,7 +66,8 @@ Postgres (the same-SQL ceiling), then writes the same rows with COPY (the COPY c
 It reports each round, CPU per event of the worker, Postgres and the broker from \`/proc\`, and the worker's peak RSS.
 \`BENCH_ROUNDS\`, \`BENCH_RESOURCES\`, \`BENCH_BATCH_SIZE\`, \`BENCH_CONCURRENCY\`, \`BENCH_MAX_BYTES_PER_PARTITION\`,
 \`BENCH_SEMI_SPACE_MB\` scale it; \`BENCH_WORKER_NODE_ARGS\` passes Node flags to the worker (a CPU profile),
-\`BENCH_GC_STATS=1\`, \`BENCH_PROMOTION_PROFILE=<file>\` and \`BENCH_MEMORY_SAMPLES=1\` look at its heap.`,
+\`BENCH_GC_STATS=1\`, \`BENCH_PROMOTION_PROFILE=<file>\` and \`BENCH_MEMORY_SAMPLES=1\` look at its heap, and
+\`BENCH_LOOP_DELAY=1\` prints its event loop delay while it applies and while only the relay publishes.`,
   },
   {
     name: 'scaling',

@@ -1,6 +1,7 @@
 // Runs one worker (the real startWorker) in its own process so its peak RSS is its own.
 // Prints one JSON line with the timings when the group has committed every end offset.
 import { open } from 'node:fs/promises';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { countUnpublishedOutbox } from '#domain/store/outbox.ts';
 import { loadConfigOrExit } from '#plumbing/config/env.ts';
 import { createLogger } from '#plumbing/logging/logger.ts';
@@ -63,6 +64,22 @@ if (inspector) {
   });
 }
 
+// BENCH_LOOP_DELAY=1: the event loop's delay while the worker applies (first fetch -> last commit)
+// and while only the relay still publishes (last commit -> fully published), and the outbox rows
+// left at the last commit (stderr): how long the relay's steps wait behind the apply path.
+const loopDelay = process.env.BENCH_LOOP_DELAY === '1' ? monitorEventLoopDelay({ resolution: 1 }) : undefined;
+const loopDelays: Record<string, { p50: number; p90: number; p99: number; max: number }> = {};
+const takeLoopDelay = (phase: string) => {
+  if (!loopDelay) return;
+  const ms = (ns: number) => Math.round(ns / 1e5) / 10;
+  loopDelays[phase] = {
+    p50: ms(loopDelay.percentile(50)),
+    p90: ms(loopDelay.percentile(90)),
+    p99: ms(loopDelay.percentile(99)),
+    max: ms(loopDelay.max),
+  };
+  loopDelay.reset();
+};
 let firstFetch: number | undefined;
 let lastCommit: number | undefined;
 const committed = new Map<number, number>();
@@ -75,6 +92,7 @@ const mark = (event: string) => {
 consumer.on(consumer.events.START_BATCH_PROCESS, () => {
   if (firstFetch !== undefined) return;
   firstFetch = performance.now();
+  loopDelay?.enable();
   mark('first-fetch');
 });
 const done = new Promise<void>((resolve) => {
@@ -96,8 +114,13 @@ const consumedMs = lastCommit! - firstFetch!;
 // process's size whatever the worker used.
 const rssAtCommitMb = procStatusMb(process.pid, 'VmHWM');
 const outbox = () => countUnpublishedOutbox(worker.pool);
+takeLoopDelay('applying');
+const outboxAtCommit = loopDelay ? await outbox() : undefined;
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
+takeLoopDelay('relay only');
+if (loopDelay)
+  console.error(`event loop delay (ms): ${JSON.stringify(loopDelays)}; outbox rows left at the last commit: ${outboxAtCommit}`);
 const outcomes = Object.fromEntries(
   (await worker.registry.getSingleMetric('webhook_events_processed_total')!.get()).values.map((v) => [v.labels['outcome'], v.value]),
 );
