@@ -65,7 +65,7 @@ the rounds' ratios (worker / same-SQL ceiling ${pct(medianOf(rounds.map((r) => r
 CPU per event in the median COPY round and the same round's other two runs (/proc), in microseconds:
 | run | node process | Postgres (all backends) | Kafka broker | total | cores busy (of 200%) |
 |---|---|---|---|---|---|
-${cpuRow(`worker (round ${midRound + 1})`, workerMid.cpu, workerMid.consumedMs)}
+${cpuRow(`worker, first fetch -> last commit (round ${midRound + 1})`, workerMid.cpu, workerMid.consumedMs)}
 ${cpuRow(`same-SQL ceiling (round ${midRound + 1})`, sqlMid.cpu, sqlMid.ms)}
 ${cpuRow(`COPY ceiling (round ${midRound + 1}; rows prebuilt)`, mid.cpu, mid.ms)}
 

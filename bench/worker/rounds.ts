@@ -77,7 +77,10 @@ export interface WorkerRound {
   peakRssMb: number;
   outcomes: Record<string, number>;
   counts: TableCounts;
+  /** First fetch -> last offset commit: the apply path, and the relay's work done by then. */
   cpu: CpuSnapshot | undefined;
+  /** First fetch -> applied topic fully published: every applied record's CPU, the relay's included. */
+  cpuToPublished: CpuSnapshot | undefined;
   rate: number;
 }
 
@@ -165,10 +168,12 @@ export class BenchRounds {
     const first = marks.get('first-fetch');
     const last = marks.get('last-commit');
     const cpu = first && last ? { ...cpuSince(first.at, last.at), child: last.own - first.own } : undefined;
+    const published = marks.get('fully-published');
+    const cpuToPublished = first && published ? { ...cpuSince(first.at, published.at), child: published.own - first.own } : undefined;
     if (!this.setup.keep) await dropDatabase(adminUrl, database);
     const rate = this.setup.events / (run.consumedMs / 1000);
     log(`round ${round}: worker ${Math.round(rate)} events/s`);
-    return { ...run, counts, cpu, rate };
+    return { ...run, counts, cpu, cpuToPublished, rate };
   }
 
   /** The same-SQL ceiling: the same apply path, no Kafka. Each lane feeds a partition's records in offset order. */

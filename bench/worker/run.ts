@@ -154,10 +154,10 @@ if (process.env.BENCH_AB_ENV !== undefined) {
     ];
     for (const [arm, env] of round % 2 === 1 ? order : order.reverse()) {
       const w = await runner.worker(round * 10 + (arm === 'A' ? 1 : 2), env);
-      const c = w.cpu;
+      const c = w.cpuToPublished;
       console.log(
         `${arm} round ${round}: ${Math.round(w.rate)} events/s to the last commit, ${Math.round(events / (w.drainedMs / 1000))} events/s published; ` +
-          `CPU per event: node ${c ? us(c.child) : 'n/a'}, Postgres ${c ? us(c.postgres) : 'n/a'}, broker ${c ? us(c.kafka) : 'n/a'}; ` +
+          `CPU per published event: node ${c ? us(c.child) : 'n/a'}, Postgres ${c ? us(c.postgres) : 'n/a'}, broker ${c ? us(c.kafka) : 'n/a'}; ` +
           `peak RSS ${w.peakRssMb.toFixed(0)} MB; rows ${JSON.stringify(w.counts)}; outcomes ${JSON.stringify(w.outcomes)}`,
       );
     }

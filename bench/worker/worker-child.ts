@@ -118,6 +118,7 @@ takeLoopDelay('applying');
 const outboxAtCommit = loopDelay ? await outbox() : undefined;
 while ((await outbox()) > 0) await new Promise((r) => setTimeout(r, 50));
 const drainedMs = performance.now() - firstFetch!;
+mark('fully-published');
 takeLoopDelay('relay only');
 if (loopDelay)
   console.error(`event loop delay (ms): ${JSON.stringify(loopDelays)}; outbox rows left at the last commit: ${outboxAtCommit}`);
