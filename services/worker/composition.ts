@@ -15,6 +15,7 @@ import { FaultInjectingApplier } from './retry/fault-injecting-applier.ts';
 import { ApplyCoalescer } from './apply/apply-coalescer.ts';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.ts';
 import { createRelayPool, OutboxRelay, relayParts, STOP_DRAIN_MS, type RelayHandle } from './relay/index.ts';
+import { OutboxNotifier } from './relay/notify.ts';
 
 // The worker's composition root: every client and part built from the config once, nothing
 // connected yet. worker.ts starts and stops them in order (the lifecycle).
@@ -156,4 +157,13 @@ export function startRelay(config: WorkerConfig, parts: WorkerParts): RelayHandl
     nudge: () => relay.nudge(),
     stop: () => (stopped ??= relay.stop().finally(() => pool.end())),
   };
+}
+
+/**
+ * WORKER_ROLE=apply: no relay in this process. Where the inline relay is nudged after each commit,
+ * the relay processes are told over Postgres (NOTIFY, relay/notify.ts).
+ */
+export function notifyRelayProcesses(parts: WorkerParts): RelayHandle {
+  const notifier = new OutboxNotifier(parts.pool, parts.logger.child({ component: 'outbox-notify' }));
+  return { running: true, nudge: () => notifier.nudge(), stop: () => notifier.settled() };
 }

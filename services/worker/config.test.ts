@@ -43,3 +43,15 @@ describe('SOURCES_FROM', () => {
     expect(() => configOf({ SOURCES_FROM: 'etcd' })).toThrow(/SOURCES_FROM/);
   });
 });
+
+describe('WORKER_ROLE', () => {
+  it('all by default; apply and relay split the worker in two processes', () => {
+    expect(configOf({}).role).toBe('all');
+    expect(configOf({ WORKER_ROLE: 'apply' }).role).toBe('apply');
+    expect(configOf({ WORKER_ROLE: 'relay' }).role).toBe('relay');
+  });
+
+  it('refuses anything else, naming the variable', () => {
+    expect(() => configOf({ WORKER_ROLE: 'both' })).toThrow(/WORKER_ROLE/);
+  });
+});

@@ -9,6 +9,8 @@ import { CRASH_POINTS, type CrashPoint } from './crash-points.ts';
 import { RELAY_BATCH_BYTES, STOP_DRAIN_MS } from './relay/index.ts';
 
 export const DEFAULT_APPLY_TRANSACTIONS = 3;
+export const WORKER_ROLES = ['all', 'apply', 'relay'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
 export const DEFAULT_OFFSET_COMMIT_INTERVAL_MS = 100;
 
 export const workerEnvSchema = z.object({
@@ -37,6 +39,9 @@ export const workerEnvSchema = z.object({
   // coalescedCommits in apply/batch-handler.ts.
   WORKER_OFFSET_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).default(DEFAULT_OFFSET_COMMIT_INTERVAL_MS),
   WORKER_MAX_BYTES_PER_PARTITION: positiveIntSchema.default(1_048_576),
+  // What this process runs: `all` (apply and relay), `apply` (no relay; each commit NOTIFYs the relay
+  // processes) or `relay` (the outbox relay alone, LISTENing). See docs/operations.md.
+  WORKER_ROLE: z.enum(WORKER_ROLES).default('all'),
   RELAY_BATCH_SIZE: positiveIntSchema.default(500),
   // Removed: the relay runs on the worker's main thread only. Refused rather than ignored, so a
   // deployment that still sets it learns so at start-up.
@@ -76,6 +81,8 @@ export interface WorkerConfig {
   /** See shared/plumbing/db/pool.ts; default 30 s. */
   idleInTransactionTimeoutMs?: number;
   logLevel: string;
+  /** What this process runs (WORKER_ROLE); default 'all'. */
+  role?: WorkerRole;
   /** LOG_BUFFER_BYTES (stdoutDestination). */
   logBufferBytes?: number;
   eventsTopic: string;
@@ -152,6 +159,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
     idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     logLevel: env.LOG_LEVEL,
+    role: env.WORKER_ROLE,
     logBufferBytes: env.LOG_BUFFER_BYTES,
     eventsTopic: env.TOPIC_EVENTS,
     appliedTopic: env.TOPIC_APPLIED,

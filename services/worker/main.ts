@@ -5,6 +5,7 @@ import { startAdminServer, type AdminServer } from '#plumbing/observability/admi
 import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
 import { SourcesConfigError } from '#domain/sources/index.ts';
 import { workerConfigFromEnv, workerEnvSchema, type WorkerConfig } from './config.ts';
+import { startRelayProcess } from './relay-process.ts';
 import { startWorker, type Readiness, type WorkerHandle } from './worker.ts';
 
 /** How long a scrape during start-up waits for the worker's metrics before it gets what is registered. */
@@ -25,7 +26,8 @@ const logger = createLogger({ name: 'worker', level: config.logLevel }, stdoutDe
 const tracing = startTracingOrExit(process.env, 'worker');
 
 let stopping = false;
-let worker: WorkerHandle | undefined;
+// WORKER_ROLE=relay runs the outbox relay alone (relay-process.ts); all and apply, the worker.
+let worker: Pick<WorkerHandle, 'healthy' | 'readiness' | 'close'> | undefined;
 let admin: AdminServer | undefined;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   // `on`, not `once`: a second signal during the drain is ignored instead of killing the process.
@@ -76,7 +78,8 @@ try {
 for (let attempt = 1; worker === undefined && !stopping; attempt += 1) {
   try {
     // CRASH with restart=false: exit so the supervisor restarts a fresh process.
-    worker = await startWorker(config, { logger, tracing, registry, adminServer: false, onFatal: () => process.exit(1) });
+    const deps = { logger, tracing, registry, adminServer: false, onFatal: () => process.exit(1) };
+    worker = config.role === 'relay' ? await startRelayProcess(config, deps) : await startWorker(config, deps);
     markStarted();
   } catch (error) {
     // The failed attempt's metrics go with it (the next one registers them again).

@@ -7,7 +7,7 @@ import { topicNames } from '#plumbing/kafka/topics.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
 import { ping } from '#domain/store/session.ts';
 import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './apply/batch-handler.ts';
-import { composeWorker, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
+import { composeWorker, notifyRelayProcesses, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
 import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, type WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './retry/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
@@ -118,6 +118,7 @@ async function readiness(parts: WorkerParts, state: ConsumerState, relay: RelayH
  * caller can simply try again.
  */
 export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): Promise<WorkerHandle> {
+  if (config.role === 'relay') throw new Error('WORKER_ROLE=relay runs startRelayProcess (relay-process.ts), not startWorker');
   const parts = composeWorker(config, deps);
   const { logger, pool, ownPool, registry, metrics, crashPoints, applier, kafka, consumer, metadataAdmin } = parts;
   const state = watchConsumer(parts, deps.onFatal);
@@ -162,7 +163,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
             ...(deps.onFatal === undefined ? {} : { onFatal: deps.onFatal }),
           })
         : undefined;
-    const startedRelay = startRelay(config, parts);
+    const startedRelay = config.role === 'apply' ? notifyRelayProcesses(parts) : startRelay(config, parts);
     relay = startedRelay;
     await consumer.connect();
     await consumer.subscribe({ topics: [config.eventsTopic], fromBeginning: true });

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workerTestConfig, metricValue, outboxDrained, produce, raw, themeEvent, useWorker } from '../kit/worker.ts';
+import { readTopic, testBrokers } from '../kit/kafka.ts';
+import { eventually } from '../kit/eventually.ts';
+import { startRelayProcess, type RelayProcessHandle } from '#services/worker/relay-process.ts';
+import { startWorker } from '#services/worker/worker.ts';
+
+// WORKER_ROLE=apply beside WORKER_ROLE=relay: the apply worker has no relay and NOTIFYs; the relay
+// process publishes. Its poll is set far beyond every wait below, so a record published within them
+// was published on a notification. Waits are liveness bounds, far above the figures.
+const NEVER_POLL_MS = 600_000;
+const LIVENESS_MS = 60_000;
+const T = 'tenant_relay_process';
+
+describe('the outbox relay in a process of its own (WORKER_ROLE=relay)', () => {
+  const { db, kafka, names } = useWorker({ config: { role: 'apply' }, topics: { eventsPartitions: 3 } });
+  let relay: RelayProcessHandle;
+
+  beforeAll(async () => {
+    relay = await startRelayProcess(
+      workerTestConfig({
+        brokers: testBrokers(),
+        databaseUrl: db.url,
+        eventsTopic: names.events,
+        appliedTopic: names.applied,
+        overrides: { role: 'relay', relayPollMs: NEVER_POLL_MS },
+      }),
+    );
+  }, LIVENESS_MS);
+  afterAll(async () => {
+    await relay?.close();
+  }, LIVENESS_MS);
+
+  /** All `count` of the tenant's resources applied, and nothing left in the outbox. */
+  async function appliedAndDrained(count: number): Promise<boolean> {
+    const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM resource_state WHERE tenant_id = $1', [T]);
+    return rows[0]!.n === count && (await outboxDrained(db.pool));
+  }
+
+  async function publishedIds(): Promise<string[]> {
+    return (await readTopic(kafka, names.applied)).map((r) => (JSON.parse(r.value.toString()) as { event_id: string }).event_id);
+  }
+
+  it('publishes what an apply worker commits, woken by its notifications, and is ready', async () => {
+    const events = Array.from({ length: 40 }, (_, i) => themeEvent(T, `a-${i}`, 1));
+    await produce(kafka, names.events, events.map(raw));
+    await eventually(() => appliedAndDrained(40), { timeoutMs: LIVENESS_MS });
+    expect((await publishedIds()).sort()).toEqual(events.map((e) => e.event_id).sort());
+    expect(await metricValue(relay.registry, 'webhook_applied_published_total')).toBe(40);
+    expect((await relay.readiness()).ready).toBe(true);
+  });
+
+  it('listens again after its LISTEN connection is cut, and is woken as before', async () => {
+    const cut = await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bridge-relay-listen' AND datname = current_database()`,
+    );
+    expect(cut.rowCount).toBe(1);
+    await eventually(() => !relay.listening(), { timeoutMs: LIVENESS_MS });
+    await eventually(() => relay.listening(), { timeoutMs: LIVENESS_MS });
+    const events = Array.from({ length: 10 }, (_, i) => themeEvent(T, `b-${i}`, 1));
+    await produce(kafka, names.events, events.map(raw));
+    await eventually(() => appliedAndDrained(50), { timeoutMs: LIVENESS_MS });
+    expect(await publishedIds()).toEqual(expect.arrayContaining(events.map((e) => e.event_id)));
+    expect(await metricValue(relay.registry, 'webhook_applied_published_total')).toBe(50);
+  });
+
+  it('is not what startWorker runs', async () => {
+    await expect(
+      startWorker(
+        workerTestConfig({
+          brokers: testBrokers(),
+          databaseUrl: db.url,
+          eventsTopic: names.events,
+          appliedTopic: names.applied,
+          overrides: { role: 'relay' },
+        }),
+      ),
+    ).rejects.toThrow(/WORKER_ROLE=relay/);
+  });
+});
