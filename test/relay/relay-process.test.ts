@@ -4,6 +4,8 @@ import { readTopic, testBrokers } from '../kit/kafka.ts';
 import { eventually } from '../kit/eventually.ts';
 import { startRelayProcess, type RelayProcessHandle } from '#services/worker/relay-process.ts';
 import { startWorker } from '#services/worker/worker.ts';
+import { adminReady, spawnService } from '../kit/service.ts';
+import { uniqueName } from '../kit/names.ts';
 
 // WORKER_ROLE=apply beside WORKER_ROLE=relay: the apply worker has no relay and NOTIFYs; the relay
 // process publishes. Its poll is set far beyond every wait below, so a record published within them
@@ -76,5 +78,47 @@ describe('the outbox relay in a process of its own (WORKER_ROLE=relay)', () => {
         }),
       ),
     ).rejects.toThrow(/WORKER_ROLE=relay/);
+  });
+});
+
+describe('WORKER_ROLE=apply and WORKER_ROLE=relay as two processes, as deployed', () => {
+  const { db, kafka, names } = useWorker({ config: { role: 'apply' }, topics: { eventsPartitions: 3 } });
+
+  it('the relay process publishes what the apply process commits, both ready, both stop cleanly on SIGTERM', async () => {
+    const env = {
+      ...process.env,
+      KAFKA_BROKERS: testBrokers().join(','),
+      DATABASE_URL: db.url,
+      TOPIC_EVENTS: names.events,
+      TOPIC_APPLIED: names.applied,
+      TOPIC_RETRY_LEVELS: String(names.retries.length),
+      CONSUMER_GROUP: uniqueName('theme-applier'),
+      ADMIN_PORT: '0',
+      LOG_LEVEL: 'info',
+    };
+    // The suite's in-process worker is an apply worker too: with the spawned one, two share the group.
+    const apply = spawnService('worker', { ...env, WORKER_ROLE: 'apply' });
+    const relay = spawnService('worker', { ...env, WORKER_ROLE: 'relay', RELAY_POLL_MS: String(NEVER_POLL_MS) });
+    try {
+      await relay.line('relay process started');
+      await eventually(async () => adminReady(await relay.adminPort()), { timeoutMs: LIVENESS_MS });
+      await eventually(async () => adminReady(await apply.adminPort()), { timeoutMs: LIVENESS_MS });
+      const events = Array.from({ length: 30 }, (_, i) => themeEvent(T, `p-${i}`, 1));
+      await produce(kafka, names.events, events.map(raw));
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM resource_state WHERE tenant_id = $1', [T]);
+          return rows[0]!.n === 30 && (await outboxDrained(db.pool));
+        },
+        { timeoutMs: LIVENESS_MS },
+      );
+      const ids = (await readTopic(kafka, names.applied)).map((r) => (JSON.parse(r.value.toString()) as { event_id: string }).event_id);
+      expect(ids.sort()).toEqual(events.map((e) => e.event_id).sort());
+    } finally {
+      await Promise.all([apply.stop(), relay.stop()]);
+    }
+    expect((await relay.exited).code, relay.output()).toBe(0);
+    expect((await apply.exited).code, apply.output()).toBe(0);
+    await relay.line('relay process stopped');
   });
 });
