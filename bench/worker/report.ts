@@ -34,7 +34,8 @@ export interface WorkerBenchRun {
   niceness?: number;
   /** BENCH_ROUNDS. */
   roundsWanted: number;
-  rounds: Array<{ worker: WorkerRound; ceiling: CeilingRound }>;
+  /** split: the same worker with WORKER_ROLE=apply and the relay in a WORKER_ROLE=relay process (absent in older runs). */
+  rounds: Array<{ worker: WorkerRound; split?: WorkerRound; ceiling: CeilingRound }>;
   copyRounds: CopyCeilingRound[];
   copyPlan: CopyPlan;
 }
@@ -60,7 +61,7 @@ function medians(run: WorkerBenchRun) {
   return { workerRun, ceilingRun, ratio, peakRss };
 }
 
-function cpuTable(events: number, workerRun: WorkerRound, ceilingRun: CeilingRound): string {
+function cpuTable(events: number, workerRun: WorkerRound, splitRun: WorkerRound | undefined, ceilingRun: CeilingRound): string {
   const us = (seconds: number) => Math.round((seconds / events) * 1e6).toLocaleString('en');
   const row = (name: string, c: CpuSnapshot | undefined, ms: number) =>
     c === undefined
@@ -70,7 +71,16 @@ function cpuTable(events: number, workerRun: WorkerRound, ceilingRun: CeilingRou
     '| run | node process | Postgres (all backends) | Kafka broker | total | cores busy (of 200%) |',
     '|---|---|---|---|---|---|',
     row('worker (first fetch -> applied topic fully published)', workerRun.cpuToPublished, workerRun.drainedMs),
-    row('worker (first fetch -> last commit; part of the relay\'s work still to come)', workerRun.cpu, workerRun.consumedMs),
+    row("worker (first fetch -> last commit; part of the relay's work still to come)", workerRun.cpu, workerRun.consumedMs),
+    ...(splitRun
+      ? [
+          row(
+            'worker (WORKER_ROLE=apply) + relay process (first fetch -> applied topic fully published)',
+            splitRun.cpuToPublished,
+            splitRun.drainedMs,
+          ),
+        ]
+      : []),
     row('ceiling (bench process applies directly)', ceilingRun.cpu, ceilingRun.ms),
   ].join('\n');
 }
@@ -79,6 +89,10 @@ function cpuTable(events: number, workerRun: WorkerRound, ceilingRun: CeilingRou
 export function renderReport(run: WorkerBenchRun): string {
   const events = run.dataset.events.length;
   const { workerRun, ceilingRun, ratio, peakRss } = medians(run);
+  const splits = run.rounds.flatMap((r) => (r.split ? [r.split] : []));
+  const published = (w: WorkerRound) => events / (w.drainedMs / 1000);
+  const splitRun = splits.length === 0 ? undefined : median(splits, published);
+  const fmt = (n: number) => Math.round(n).toLocaleString('en');
   const workerRate = workerRun.rate;
   const ceilingRate = ceilingRun.rate;
   const ceilingMs = ceilingRun.ms;
@@ -98,21 +112,23 @@ Workload: ${events.toLocaleString('en')} events over ${run.resources.toLocaleStr
 ${run.dataset.stale.toLocaleString('en')} stale versions = 10%), ~${run.dataset.events[0]!.value.length} bytes each, preloaded to a fresh ${run.partitions}-partition topic.
 Worker settings: WORKER_BATCH_SIZE=${run.batchSize}, WORKER_PARTITIONS_CONCURRENCY=${run.concurrency}, WORKER_MAX_BYTES_PER_PARTITION=${run.maxBytesPerPartition},
 node ${run.nodeArgs.join(' ')}${run.niceness === undefined ? '' : ` at niceness ${run.niceness} (npm start's, WORKER_NICENESS)`}, one worker process, per-event pino logs at info
-(serialised, written to /dev/null), outbox relay on the worker's event loop.
+(serialised, written to /dev/null), outbox relay on the worker's event loop (WORKER_ROLE=all, as npm start runs it). Each round
+also runs the other topology: the same worker child with WORKER_ROLE=apply beside the worker's own bundle with WORKER_ROLE=relay,
+at the same flags and niceness; its node figures are the two processes' CPU together.
 
 ${run.roundsWanted} rounds, each a worker run (fresh consumer group from the beginning of the topic, fresh database) then a
 ceiling run (fresh database):
 
-| round | worker events/s | ceiling events/s | worker / ceiling | worker peak RSS |
-|---|---:|---:|---:|---:|
-${run.rounds.map((r, i) => `| ${i + 1} | ${Math.round(r.worker.rate).toLocaleString('en')} | ${Math.round(r.ceiling.rate).toLocaleString('en')} | ${((r.worker.rate / r.ceiling.rate) * 100).toFixed(0)}% | ${r.worker.peakRssMb.toFixed(0)} MB |`).join('\n')}
+| round | worker events/s | ceiling events/s | worker / ceiling | worker peak RSS | fully published events/s, relay inline | fully published events/s, relay process | relay process / inline | peak RSS, apply worker + relay process |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
+${run.rounds.map((r, i) => `| ${i + 1} | ${fmt(r.worker.rate)} | ${fmt(r.ceiling.rate)} | ${((r.worker.rate / r.ceiling.rate) * 100).toFixed(0)}% | ${r.worker.peakRssMb.toFixed(0)} MB | ${fmt(published(r.worker))} | ${r.split ? fmt(published(r.split)) : 'n/a'} | ${r.split ? (published(r.split) / published(r.worker)).toFixed(2) : 'n/a'} | ${r.split ? `${r.split.peakRssMb.toFixed(0)} + ${r.split.relayProcess?.peakRssMb.toFixed(0) ?? '?'} MB` : 'n/a'} |`).join('\n')}
 
 The median round of each:
 
 | run | time | events/s | notes |
 |---|---|---|---|
 | worker: first fetched batch -> last offset commit | ${(workerRun.consumedMs / 1000).toFixed(2)} s | **${Math.round(workerRate).toLocaleString('en')}** | peak RSS ${workerRun.peakRssMb.toFixed(0)} MB (${workerRun.rssAtCommitMb.toFixed(0)} MB at the last commit) |
-| worker: first fetch -> applied topic fully published | ${(workerRun.drainedMs / 1000).toFixed(2)} s | ${Math.round(events / (workerRun.drainedMs / 1000)).toLocaleString('en')} | relay publishes ${workerCounts.outbox.toLocaleString('en')} applied records |
+| worker: first fetch -> applied topic fully published | ${(workerRun.drainedMs / 1000).toFixed(2)} s | ${Math.round(events / (workerRun.drainedMs / 1000)).toLocaleString('en')} | relay publishes ${workerCounts.outbox.toLocaleString('en')} applied records |${splitRun ? `\n| worker (WORKER_ROLE=apply) + relay process (WORKER_ROLE=relay): first fetch -> applied topic fully published | ${(splitRun.drainedMs / 1000).toFixed(2)} s | ${fmt(published(splitRun))} | the median of its rounds; ${fmt(splitRun.rate)} events/s to the last commit |` : ''}
 | ceiling: same apply path (parse + same SQL, batch ${run.batchSize}, ${run.concurrency} lanes) straight at Postgres, no Kafka | ${(ceilingMs / 1000).toFixed(2)} s | ${Math.round(ceilingRate).toLocaleString('en')} | |
 
 Worker / ceiling: **${(ratio * 100).toFixed(0)}%**, the median of the rounds' ratios (target >= 60%: ${ratio >= 0.6 ? 'met' : 'NOT met'}); worker **${Math.round(workerRate).toLocaleString('en')} events/s**, the median round
@@ -122,7 +138,7 @@ target <= 250 MB: ${peakRss <= 250 ? 'met' : 'NOT met'}).
 CPU per event, measured (/proc; the worker's own process.cpuUsage()), in microseconds. The first row is the cost of an
 applied and published event: at the last commit most applied records are still in the outbox, and the relay's work
 on them (node, Postgres, broker) comes after it.
-${cpuTable(events, workerRun, ceilingRun)}
+${cpuTable(events, workerRun, splitRun, ceilingRun)}
 
 Outcomes (worker): ${JSON.stringify(workerRun.outcomes)}.
 Rows: worker ${JSON.stringify(workerCounts)}; ceiling ${JSON.stringify(ceilingCounts)} (must be equal).
@@ -171,12 +187,27 @@ export function workerResult(run: WorkerBenchRun): BenchResult {
       workerPeakRssMb: r.worker.peakRssMb,
       publishedEventsPerSecond: events / (r.worker.drainedMs / 1000),
       workerCpuUsPerEventToPublished: perEventUs(r.worker.cpuToPublished, events),
+      relayProcess: r.split
+        ? {
+            workerEventsPerSecond: r.split.rate,
+            publishedEventsPerSecond: events / (r.split.drainedMs / 1000),
+            cpuUsPerEventToPublished: perEventUs(r.split.cpuToPublished, events),
+            applyWorkerPeakRssMb: r.split.peakRssMb,
+            relayPeakRssMb: r.split.relayProcess?.peakRssMb ?? null,
+          }
+        : null,
       workerCpuUsPerEvent: perEventUs(r.worker.cpu, events),
       ceilingCpuUsPerEvent: perEventUs(r.ceiling.cpu, events),
       outcomes: r.worker.outcomes,
     })),
     summary: [
       { label: 'worker, first fetch to last commit', unit: 'events/s', values: rounds.map((r) => r.worker.rate) },
+      { label: 'fully published, relay inline', unit: 'events/s', values: rounds.map((r) => events / (r.worker.drainedMs / 1000)) },
+      {
+        label: 'fully published, relay in its own process',
+        unit: 'events/s',
+        values: rounds.flatMap((r) => (r.split ? [events / (r.split.drainedMs / 1000)] : [])),
+      },
       { label: 'same-SQL ceiling, no Kafka', unit: 'events/s', values: rounds.map((r) => r.ceiling.rate) },
       { label: 'worker / same-SQL ceiling', unit: '%', values: rounds.map((r) => (100 * r.worker.rate) / r.ceiling.rate), target: '≥ 60%' },
       { label: 'COPY ceiling', unit: 'events/s', values: copyRounds.map((r) => r.rate) },

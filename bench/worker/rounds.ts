@@ -1,8 +1,8 @@
 // bench:worker's three runs of a round, each into a fresh database: the worker in its own process
 // (bench/worker/worker-child.ts), the same-SQL ceiling (the apply path straight at Postgres from this
 // process) and the COPY ceiling (bench/worker/copy-write.ts). Each returns what it measured.
-import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { withDatabase } from '../../infra/provision/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
@@ -12,6 +12,7 @@ import { createPool } from '#plumbing/db/pool.ts';
 import { migrate } from '#domain/store/migrate.ts';
 import { topicNames, type TopicSettings } from '#plumbing/kafka/topics.ts';
 import { cpuSince, cpuSnapshot, type CpuSnapshot } from '../lib/cpu.ts';
+import { procStatusMb } from '../lib/rss.ts';
 import type { CopyPlan } from './copy-plan.ts';
 import { runCopyCeiling, type CopyCeilingRound } from './copy-write.ts';
 
@@ -82,6 +83,8 @@ export interface WorkerRound {
   /** First fetch -> applied topic fully published: every applied record's CPU, the relay's included. */
   cpuToPublished: CpuSnapshot | undefined;
   rate: number;
+  /** WORKER_ROLE=apply: the relay process beside it (WORKER_ROLE=relay), whose CPU is in the node figures. */
+  relayProcess?: { peakRssMb: number };
 }
 
 export interface CeilingRound {
@@ -99,6 +102,8 @@ export interface RoundSetup {
   /** The worker child's Node flags, then its entry: a bundle, or tsx's loader and the source. */
   nodeArgs: string[];
   workerChildEntry: string[];
+  /** The worker's own entry (its bundle), run with WORKER_ROLE=relay beside a worker child with WORKER_ROLE=apply. */
+  relayProcessEntry: string;
   /** The events topic's end offset per partition: the child exits once its group has committed them all. */
   ends: Record<string, number>;
   events: number;
@@ -130,11 +135,17 @@ export class BenchRounds {
       ...(extraNodeArgs ?? '').split(',').filter((a) => a.length > 0),
       ...(entry === undefined ? this.setup.workerChildEntry : [entry]),
     ];
+    const baseEnv = {
+      ...process.env,
+      ...workerEnv({ brokers, databaseUrl: url, settings, groupId: `bench-applier-${stamp}-${round}` }),
+    };
+    // WORKER_ROLE=apply: the relay runs in a process of its own, as npm start's worker would with
+    // WORKER_ROLE=relay beside it, started first so it leads before the first commit.
+    const relayProcess = childEnv.WORKER_ROLE === 'apply' ? await this.startRelayProcess({ ...baseEnv, ...childEnv }) : undefined;
     const child = spawn(process.execPath, args, {
       cwd: repoRoot,
       env: {
-        ...process.env,
-        ...workerEnv({ brokers, databaseUrl: url, settings, groupId: `bench-applier-${stamp}-${round}` }),
+        ...baseEnv,
         WORKER_BATCH_SIZE: String(this.setup.batchSize),
         WORKER_MAX_BYTES_PER_PARTITION: String(this.setup.maxBytesPerPartition),
         WORKER_PARTITIONS_CONCURRENCY: String(this.setup.concurrency),
@@ -157,10 +168,16 @@ export class BenchRounds {
         pending = pending.slice(nl + 1);
         if (!line.startsWith('{"event"')) continue;
         const m = JSON.parse(line) as { event: string; cpuSeconds: number };
-        marks.set(m.event, { own: m.cpuSeconds, at: cpuSnapshot() });
+        marks.set(m.event, { own: m.cpuSeconds + (relayProcess ? processCpuSeconds(relayProcess.pid!) : 0), at: cpuSnapshot() });
       }
     });
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const relayPeakRssMb = relayProcess ? procStatusMb(relayProcess.pid!, 'VmHWM') : undefined;
+    if (relayProcess) {
+      const exited = new Promise((resolve) => relayProcess.once('exit', resolve));
+      relayProcess.kill('SIGTERM');
+      await exited;
+    }
     if (code !== 0) throw new Error(`worker child exited ${code}: ${childOut}`);
     if (this.setup.childStdoutFile) writeFileSync(this.setup.childStdoutFile, childOut);
     const run = JSON.parse(childOut.trim().split('\n').at(-1)!) as Omit<WorkerRound, 'counts' | 'cpu' | 'rate'>;
@@ -173,7 +190,34 @@ export class BenchRounds {
     if (!this.setup.keep) await dropDatabase(adminUrl, database);
     const rate = this.setup.events / (run.consumedMs / 1000);
     log(`round ${round}: worker ${Math.round(rate)} events/s`);
-    return { ...run, counts, cpu, cpuToPublished, rate };
+    return {
+      ...run,
+      counts,
+      cpu,
+      cpuToPublished,
+      rate,
+      ...(relayPeakRssMb === undefined ? {} : { relayProcess: { peakRssMb: relayPeakRssMb } }),
+    };
+  }
+
+  /** The worker's entry with WORKER_ROLE=relay, at npm start's flags and niceness; resolves once it runs. */
+  private async startRelayProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+    const relay = spawn(process.execPath, [...this.setup.nodeArgs, this.setup.relayProcessEntry], {
+      cwd: repoRoot,
+      env: { ...env, WORKER_ROLE: 'relay', ADMIN_PORT: '0', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    applyNiceness(serviceSpecs.worker, relay, env);
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      relay.stdout!.on('data', (d: Buffer) => {
+        if (out.length < 1e6) out += d.toString();
+        if (out.includes('"relay process started"')) resolve();
+      });
+      relay.once('exit', (code) => reject(new Error(`relay process exited ${code}: ${out}`)));
+    });
+    relay.stdout!.resume();
+    return relay;
   }
 
   /** The same-SQL ceiling: the same apply path, no Kafka. Each lane feeds a partition's records in offset order. */
@@ -212,5 +256,16 @@ export class BenchRounds {
     if (!this.setup.keep) await dropDatabase(adminUrl, database);
     log(`round ${round}: COPY ceiling ${Math.round(result.rate)} events/s`);
     return result;
+  }
+}
+
+/** A process's own user + system CPU from /proc, seconds (0 once it is gone). */
+function processCpuSeconds(pid: number): number {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
   }
 }

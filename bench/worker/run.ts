@@ -105,6 +105,8 @@ const workerChildEntry =
     ? ['--import', 'tsx', path.join(repoRoot, 'bench/worker/worker-child.ts')]
     : await buildBundles(['bench/worker/worker-child.ts']);
 
+const [relayProcessEntry] = (await buildBundles([serviceSpecs.worker.main])) as [string];
+
 const lanes = partitionLanes(dataset.events, {
   topic: settings.events,
   partitions: PARTITIONS,
@@ -118,6 +120,7 @@ const runner = new BenchRounds({
   settings,
   nodeArgs,
   workerChildEntry,
+  relayProcessEntry,
   ends,
   events,
   batchSize: BATCH_SIZE,
@@ -173,7 +176,13 @@ const copyPlan = await planCopyCeiling(lanes);
 const measured: WorkerBenchRun['rounds'] = [];
 const copyRounds: WorkerBenchRun['copyRounds'] = [];
 for (let round = 1; round <= ROUNDS; round += 1) {
-  measured.push({ worker: await runner.worker(round), ceiling: await runner.ceiling(round) });
+  // The bridge's two topologies: the relay on the worker's event loop (WORKER_ROLE=all, npm start's)
+  // and in a process of its own (WORKER_ROLE=apply beside WORKER_ROLE=relay).
+  measured.push({
+    worker: await runner.worker(round),
+    split: await runner.worker(round + 100, { WORKER_ROLE: 'apply' }),
+    ceiling: await runner.ceiling(round),
+  });
   copyRounds.push(await runner.copyCeiling(round, copyPlan));
 }
 const calibrationAfter = cpuCalibrationMs();
