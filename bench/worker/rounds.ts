@@ -202,7 +202,9 @@ export class BenchRounds {
 
   /** The worker's entry with WORKER_ROLE=relay, at npm start's flags and niceness; resolves once it runs. */
   private async startRelayProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-    const relay = spawn(process.execPath, [...this.setup.nodeArgs, this.setup.relayProcessEntry], {
+    // BENCH_RELAY_NODE_ARGS=a,b: Node flags after the worker's, for the relay process alone.
+    const extra = (env.BENCH_RELAY_NODE_ARGS ?? '').split(',').filter((a) => a.length > 0);
+    const relay = spawn(process.execPath, [...this.setup.nodeArgs, ...extra, this.setup.relayProcessEntry], {
       cwd: repoRoot,
       env: { ...env, WORKER_ROLE: 'relay', ADMIN_PORT: '0', LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -161,7 +161,7 @@ if (process.env.BENCH_AB_ENV !== undefined) {
       console.log(
         `${arm} round ${round}: ${Math.round(w.rate)} events/s to the last commit, ${Math.round(events / (w.drainedMs / 1000))} events/s published; ` +
           `CPU per published event: node ${c ? us(c.child) : 'n/a'}, Postgres ${c ? us(c.postgres) : 'n/a'}, broker ${c ? us(c.kafka) : 'n/a'}; ` +
-          `peak RSS ${w.peakRssMb.toFixed(0)} MB; rows ${JSON.stringify(w.counts)}; outcomes ${JSON.stringify(w.outcomes)}`,
+          `peak RSS ${w.peakRssMb.toFixed(0)} MB${w.relayProcess ? ` + relay process ${w.relayProcess.peakRssMb.toFixed(0)} MB` : ''}; rows ${JSON.stringify(w.counts)}; outcomes ${JSON.stringify(w.outcomes)}`,
       );
     }
   }

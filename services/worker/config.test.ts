@@ -54,4 +54,11 @@ describe('WORKER_ROLE', () => {
   it('refuses anything else, naming the variable', () => {
     expect(() => configOf({ WORKER_ROLE: 'both' })).toThrow(/WORKER_ROLE/);
   });
+
+  it('gives a relay process an admin port of its own by default, so it can run beside a worker', () => {
+    expect(configOf({}).adminPort).toBe(9465);
+    expect(configOf({ WORKER_ROLE: 'apply' }).adminPort).toBe(9465);
+    expect(configOf({ WORKER_ROLE: 'relay' }).adminPort).toBe(9466);
+    expect(configOf({ WORKER_ROLE: 'relay', ADMIN_PORT: '9999' }).adminPort).toBe(9999);
+  });
 });

@@ -23,7 +23,8 @@ export const workerEnvSchema = z.object({
   ...failuresEnv.shape,
   ...retentionEnv.shape,
   // Not the ingress's port: the worker runs beside it on one machine.
-  ADMIN_PORT: portSchema.default(DEFAULTS.adminPort.worker),
+  // Default by role (workerConfigFromEnv): a relay process beside a worker on one machine needs its own.
+  ADMIN_PORT: portSchema.optional(),
   ...adminHostEnv.shape,
   CONSUMER_GROUP: z.string().min(1).default(DEFAULTS.consumerGroup),
   // 1000 records per transaction (npm run bench:worker). Fetches of 1 MiB per partition rather than
@@ -163,7 +164,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     logBufferBytes: env.LOG_BUFFER_BYTES,
     eventsTopic: env.TOPIC_EVENTS,
     appliedTopic: env.TOPIC_APPLIED,
-    adminPort: env.ADMIN_PORT,
+    adminPort: env.ADMIN_PORT ?? (env.WORKER_ROLE === 'relay' ? DEFAULTS.adminPort.relay : DEFAULTS.adminPort.worker),
     adminHost: env.ADMIN_HOST,
     groupId: env.CONSUMER_GROUP,
     batchSize: env.WORKER_BATCH_SIZE,

@@ -20,7 +20,7 @@ export const DEFAULTS = {
     idleInTransactionTimeoutMs: 30_000,
   },
   /** Metrics and health: each program its own, as they run side by side on one machine. */
-  adminPort: { ingress: 9464, worker: 9465 },
+  adminPort: { ingress: 9464, worker: 9465, relay: 9466 },
   /** The operator console's web port (services/console). */
   consolePort: 9470,
   /**
