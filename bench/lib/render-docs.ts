@@ -61,13 +61,16 @@ and several differ.`,
     title: 'Worker throughput and its ceilings',
     measures: `\`bench/worker/run.ts\` preloads events over many resources (a tenth exact redeliveries, a tenth stale
 versions) to a fresh 12-partition topic. In alternating rounds it times one worker process (a fresh consumer group and
-database each round) from its first fetched batch to its last offset commit, then drives the same apply path straight at
-Postgres (the same-SQL ceiling), then writes the same rows with COPY (the COPY ceiling, \`bench/worker/copy-ceiling.ts\`).
-It reports each round, CPU per event of the worker, Postgres and the broker from \`/proc\`, and the worker's peak RSS.
+database each round) from its first fetched batch to its last offset commit and on until the applied topic is fully
+published, then the same with the relay in a process of its own (\`WORKER_ROLE=apply\` beside \`WORKER_ROLE=relay\`), then
+drives the same apply path straight at Postgres (the same-SQL ceiling), then writes the same rows with COPY (the COPY
+ceiling, \`bench/worker/copy-ceiling.ts\`). It reports each round, CPU per applied and published event of the worker,
+Postgres and the broker from \`/proc\` (and up to the last commit), and each process's peak RSS.
 \`BENCH_ROUNDS\`, \`BENCH_RESOURCES\`, \`BENCH_BATCH_SIZE\`, \`BENCH_CONCURRENCY\`, \`BENCH_MAX_BYTES_PER_PARTITION\`,
 \`BENCH_SEMI_SPACE_MB\` scale it; \`BENCH_WORKER_NODE_ARGS\` passes Node flags to the worker (a CPU profile),
 \`BENCH_GC_STATS=1\`, \`BENCH_PROMOTION_PROFILE=<file>\` and \`BENCH_MEMORY_SAMPLES=1\` look at its heap, and
-\`BENCH_LOOP_DELAY=1\` prints its event loop delay while it applies and while only the relay publishes.`,
+\`BENCH_LOOP_DELAY=1\` prints its event loop delay while it applies and while only the relay publishes, and
+\`BENCH_RELAY_NODE_ARGS\` (in \`BENCH_AB_ENV\`) passes Node flags to the relay process alone.`,
   },
   {
     name: 'scaling',
