@@ -2,7 +2,7 @@
 // (bench/worker/worker-child.ts), the same-SQL ceiling (the apply path straight at Postgres from this
 // process) and the COPY ceiling (bench/worker/copy-write.ts). Each returns what it measured.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { withDatabase } from '../../infra/provision/postgres.ts';
 import { repoRoot } from '../../infra/paths.ts';
@@ -168,7 +168,9 @@ export class BenchRounds {
         pending = pending.slice(nl + 1);
         if (!line.startsWith('{"event"')) continue;
         const m = JSON.parse(line) as { event: string; cpuSeconds: number };
-        marks.set(m.event, { own: m.cpuSeconds + (relayProcess ? processCpuSeconds(relayProcess.pid!) : 0), at: cpuSnapshot() });
+        // The relay process's CPU joins the worker child's: the node figure is both processes'.
+        const at = cpuSnapshot(relayProcess?.pid);
+        marks.set(m.event, { own: m.cpuSeconds + at.child, at });
       }
     });
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -258,16 +260,5 @@ export class BenchRounds {
     if (!this.setup.keep) await dropDatabase(adminUrl, database);
     log(`round ${round}: COPY ceiling ${Math.round(result.rate)} events/s`);
     return result;
-  }
-}
-
-/** A process's own user + system CPU from /proc, seconds (0 once it is gone). */
-function processCpuSeconds(pid: number): number {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return 0;
   }
 }

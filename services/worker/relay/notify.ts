@@ -103,6 +103,8 @@ export class OutboxListener {
       this.#retry.unref();
     };
     client.on('error', lost);
+    // A connection the server closed without an error event is lost all the same.
+    client.on('end', () => lost(new Error('the LISTEN connection ended')));
     client.on('notification', (message) => {
       if (message.channel === OUTBOX_CHANNEL) this.#o.onNotify();
     });
