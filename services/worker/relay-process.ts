@@ -11,6 +11,8 @@ export interface RelayProcessHandle {
   relay: RelayHandle;
   /** Whether the LISTEN connection is up (the relay polls RELAY_POLL_MS when it is not). */
   listening: () => boolean;
+  /** Notifications heard from apply workers so far. */
+  notifications: () => number;
   healthy: () => boolean;
   readiness: () => Promise<Readiness>;
   close: () => Promise<void>;
@@ -53,6 +55,7 @@ export async function startRelayProcess(config: WorkerConfig, deps: WorkerDeps =
     registry,
     relay: runningRelay,
     listening: () => runningListener.listening,
+    notifications: () => runningListener.heard,
     healthy: () => true,
     readiness: async (): Promise<Readiness> => {
       if (stopping) return { ready: false, checks: { outbox_relay: 'shutting down' } };

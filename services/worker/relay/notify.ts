@@ -73,9 +73,15 @@ export class OutboxListener {
   #retry: NodeJS.Timeout | undefined;
   #stopped = false;
   #listening = false;
+  #heard = 0;
 
   constructor(options: OutboxListenerOptions) {
     this.#o = options;
+  }
+
+  /** Notifications heard so far. */
+  get heard(): number {
+    return this.#heard;
   }
 
   /** Whether the LISTEN is in place (the relay still polls when it is not). */
@@ -106,7 +112,9 @@ export class OutboxListener {
     // A connection the server closed without an error event is lost all the same.
     client.on('end', () => lost(new Error('the LISTEN connection ended')));
     client.on('notification', (message) => {
-      if (message.channel === OUTBOX_CHANNEL) this.#o.onNotify();
+      if (message.channel !== OUTBOX_CHANNEL) return;
+      this.#heard += 1;
+      this.#o.onNotify();
     });
     try {
       await client.connect();
