@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '#plumbing/config/env.ts';
-import { workerConfigFromEnv, workerEnvSchema } from './config.ts';
+import { DEFAULT_STOP_TIMEOUT_MS, workerConfigFromEnv, workerEnvSchema } from './config.ts';
 import { STOP_DRAIN_MS } from './relay/index.ts';
 
 const required = { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@127.0.0.1/db' };
@@ -16,6 +16,19 @@ describe('RELAY_STOP_DRAIN_MS', () => {
   it('refuses what is not a whole number of milliseconds, naming the variable', () => {
     expect(() => configOf({ RELAY_STOP_DRAIN_MS: '-1' })).toThrow(/RELAY_STOP_DRAIN_MS/);
     expect(() => configOf({ RELAY_STOP_DRAIN_MS: '1.5' })).toThrow(/RELAY_STOP_DRAIN_MS/);
+  });
+});
+
+describe('WORKER_STOP_TIMEOUT_MS', () => {
+  it('bounds the whole stop: 25 s by default, inside a 30 s grace period and above the relay drain', () => {
+    expect(configOf({}).stopTimeoutMs).toBe(DEFAULT_STOP_TIMEOUT_MS);
+    expect(DEFAULT_STOP_TIMEOUT_MS).toBeLessThan(30_000);
+    expect(DEFAULT_STOP_TIMEOUT_MS).toBeGreaterThan(STOP_DRAIN_MS);
+    expect(configOf({ WORKER_STOP_TIMEOUT_MS: '8000' }).stopTimeoutMs).toBe(8_000);
+  });
+
+  it('refuses 0 and what is not a whole number of milliseconds, naming the variable', () => {
+    for (const bad of ['0', '-1', '2.5', 'soon']) expect(() => configOf({ WORKER_STOP_TIMEOUT_MS: bad })).toThrow(/WORKER_STOP_TIMEOUT_MS/);
   });
 });
 

@@ -12,6 +12,11 @@ export const DEFAULT_APPLY_TRANSACTIONS = 3;
 export const WORKER_ROLES = ['all', 'apply', 'relay'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 export const DEFAULT_OFFSET_COMMIT_INTERVAL_MS = 100;
+/**
+ * The whole stop, SIGTERM to exit: inside Kubernetes' default grace period (30 s) with room to
+ * spare, and above the relay's drain (RELAY_STOP_DRAIN_MS) with the chunk in flight.
+ */
+export const DEFAULT_STOP_TIMEOUT_MS = 25_000;
 
 export const workerEnvSchema = z.object({
   ...kafkaEnv.shape,
@@ -56,6 +61,10 @@ export const workerEnvSchema = z.object({
   // at all; the next leader publishes it). Keep it, plus RELAY_SEND_TIMEOUT_MS, inside the
   // orchestrator's grace period (Kubernetes' terminationGracePeriodSeconds, 30 s by default).
   RELAY_STOP_DRAIN_MS: z.coerce.number().int().min(0).default(STOP_DRAIN_MS),
+  // The bound on the whole stop. A step still running at it (a consumer waiting in a rebalance for
+  // a frozen member, a broker that does not answer) is left, and the process exits: what was not
+  // committed is redelivered, what was not published the next relay leader publishes.
+  WORKER_STOP_TIMEOUT_MS: positiveIntSchema.default(DEFAULT_STOP_TIMEOUT_MS),
   // Every worker of one bridge shares it (default <TOPIC_APPLIED>.relay): a new leader fences the old.
   RELAY_TRANSACTIONAL_ID: z.string().min(1).optional(),
   // Test-only fault injection: SIGKILL the process at a named point (see crash-points.ts). Off unless set.
@@ -106,6 +115,8 @@ export interface WorkerConfig {
   relaySendTimeoutMs: number;
   /** How long the relay's stop goes on publishing (STOP_DRAIN_MS by default; 0: not at all). */
   relayStopDrainMs?: number;
+  /** The bound on close(), steps and all; default DEFAULT_STOP_TIMEOUT_MS. */
+  stopTimeoutMs?: number;
   /** The relay producer's transactional.id; default `<appliedTopic>.relay`. */
   relayTransactionalId?: string;
   crashAt?: CrashPoint;
@@ -178,6 +189,7 @@ export function workerConfigFromEnv(env: WorkerEnv, rawEnv: Record<string, strin
     relayPollMs: env.RELAY_POLL_MS,
     relaySendTimeoutMs: env.RELAY_SEND_TIMEOUT_MS,
     relayStopDrainMs: env.RELAY_STOP_DRAIN_MS,
+    stopTimeoutMs: env.WORKER_STOP_TIMEOUT_MS,
     ...(env.RELAY_TRANSACTIONAL_ID === undefined ? {} : { relayTransactionalId: env.RELAY_TRANSACTIONAL_ID }),
     ...(env.WORKER_CRASH_AT === undefined ? {} : { crashAt: env.WORKER_CRASH_AT }),
     crashAfter: env.WORKER_CRASH_AFTER,

@@ -8,7 +8,7 @@ import { startAdminServer, type AdminServer } from '#plumbing/observability/admi
 import { ping } from '#domain/store/session.ts';
 import { coalescedCommits, createBatchHandler, type CoalescedCommits } from './apply/batch-handler.ts';
 import { composeWorker, notifyRelayProcesses, startRelay, type WorkerDeps, type WorkerParts } from './composition.ts';
-import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, type WorkerConfig } from './config.ts';
+import { DEFAULT_OFFSET_COMMIT_INTERVAL_MS, DEFAULT_STOP_TIMEOUT_MS, type WorkerConfig } from './config.ts';
 import { startFailureHandling, type FailureHandling } from './retry/failure-handling.ts';
 import { retentionObserver, type WorkerMetrics } from './metrics.ts';
 import type { RelayHandle } from './relay/index.ts';
@@ -251,18 +251,38 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
       closing ??= (async () => {
         // How long each step took, in the last line (the drain an orchestrator's grace period must cover).
         const steps: Record<string, number> = {};
+        const stopTimeoutMs = config.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS;
+        const deadline = performance.now() + stopTimeoutMs;
         let mark = performance.now();
+        let late = false;
+        // Each step gets what is left of the bound. One that outlives it is left running and the
+        // stop ends there, as a SIGKILL at the end of the grace period would end it, but with a line
+        // that names the step.
         const step = async (name: string, run: () => Promise<unknown> | undefined) => {
-          await run();
+          if (late) return;
+          let timer: NodeJS.Timeout | undefined;
+          const outOfTime = new Promise<'late'>((resolve) => {
+            timer = setTimeout(() => resolve('late'), Math.max(0, deadline - performance.now()));
+          });
+          const outcome = await Promise.race([Promise.resolve(run()).then(() => 'done' as const), outOfTime]).finally(() =>
+            clearTimeout(timer),
+          );
           const now = performance.now();
           steps[name] = Math.round(now - mark);
           mark = now;
+          if (outcome === 'late') {
+            late = true;
+            logger.warn(
+              { step: name, stop_ms: steps, stop_timeout_ms: stopTimeoutMs },
+              'worker stop ran out of time (WORKER_STOP_TIMEOUT_MS): exiting with this step unfinished; what it did not commit is redelivered',
+            );
+          }
         };
         // A retention run stops between two batches.
         await step('retention', () => retention?.stop());
         // A batch that ended before the stop began committed its offsets in the background: wait
         // for that commit, or the group is left with it in flight and its offsets are redelivered.
-        await offsetCommits?.settled();
+        await step('commits', () => offsetCommits?.settled());
         // The running batch stops between chunks; only what committed is committed in Kafka.
         await step('consumer', () => consumer.disconnect());
         await step('sources', () => liveSources?.stop());
@@ -272,6 +292,7 @@ export async function startWorker(config: WorkerConfig, deps: WorkerDeps = {}): 
         // Nothing more is applied here: the relay publishes up to the newest applied record (bounded,
         // see STOP_DRAIN_MS in relay/stop-drain.ts), then stops.
         await step('relay', () => runningRelay.stop());
+        if (late) return;
         await metadataAdmin.disconnect().catch(() => {});
         await admin?.close();
         if (ownPool) await pool.end();
