@@ -4,12 +4,14 @@ import { createLogger, stdoutDestination } from '#plumbing/logging/logger.ts';
 import { startAdminServer, type AdminServer } from '#plumbing/observability/admin-server.ts';
 import { startTracingOrExit } from '#plumbing/observability/tracing.ts';
 import { SourcesConfigError } from '#domain/sources/index.ts';
-import { workerConfigFromEnv, workerEnvSchema, type WorkerConfig } from './config.ts';
+import { DEFAULT_STOP_TIMEOUT_MS, workerConfigFromEnv, workerEnvSchema, type WorkerConfig } from './config.ts';
 import { startRelayProcess } from './relay-process.ts';
 import { startWorker, type Readiness, type WorkerHandle } from './worker.ts';
 
 /** How long a scrape during start-up waits for the worker's metrics before it gets what is registered. */
 const METRICS_WAIT_MS = 5_000;
+/** After the stop's own bound, for the admin port's close and the trace exporter's flush. */
+const EXIT_MARGIN_MS = 3_000;
 const STARTING: Readiness = { ready: false, checks: { started: 'the worker is starting: waiting for the broker and the database' } };
 
 const env = loadConfigOrExit(workerEnvSchema);
@@ -35,6 +37,16 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) return;
     stopping = true;
     if (worker === undefined) process.exit(0);
+    // close() keeps to WORKER_STOP_TIMEOUT_MS; what follows it (the admin port, the trace exporter's
+    // last flush, which waits up to its own export timeout) gets a few seconds more, then the
+    // process ends anyway, inside the orchestrator's grace period.
+    setTimeout(
+      () => {
+        console.error('worker still stopping past WORKER_STOP_TIMEOUT_MS and its exit margin: exiting');
+        process.exit(0);
+      },
+      (config.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS) + EXIT_MARGIN_MS,
+    ).unref();
     // Readiness is 503 from here on (worker.close() says so first); the admin port closes last.
     worker
       .close()

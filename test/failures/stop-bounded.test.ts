@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
 import { LocalKafka } from '../kit/infra.ts';
 import { createTestTopics, testKafka } from '../kit/kafka.ts';
 import { useTestDatabase } from '../kit/db.ts';
@@ -6,7 +7,7 @@ import { uniqueName } from '../kit/names.ts';
 import { WorkerProcess } from '../kit/ledger.ts';
 import { themeEvent, workerEnv } from '../kit/worker.ts';
 import { eventually, sleep } from '../kit/eventually.ts';
-import { freePortRange } from '../kit/ports.ts';
+import { freePort, freePortRange } from '../kit/ports.ts';
 import { resourceKey } from '#domain/contract/envelope.ts';
 import type { Kafka } from '#plumbing/kafka/types.ts';
 import type { TopicNames } from '#plumbing/kafka/topics.ts';
@@ -102,7 +103,9 @@ describe('failures: a worker stop is bounded', () => {
       await joiner.subscribe({ topic: names.events });
       void joiner.run({ eachBatch: async () => {} });
       // `a` hears of the rebalance at its next heartbeat (every 12 s with this session) and rejoins.
-      await eventually(async () => a.output.includes('The group is rebalancing, re-joining'), {
+      // The main group's line, not a retry group's (`<group>.retry.n`, which rebalance on their own).
+      const rejoining = (line: string) => line.includes(`"groupId":"${group}"`) && line.includes('The group is rebalancing, re-joining');
+      await eventually(async () => a.output.split('\n').some(rejoining), {
         timeoutMs: 90_000,
         message: 'the first worker rejoining',
       });
@@ -110,6 +113,7 @@ describe('failures: a worker stop is bounded', () => {
       const tookMs = await terminate(a, 120_000);
       console.log(`stop took ${tookMs} ms; its last lines:\n${a.output.slice(-2_500)}`);
       expect(tookMs, 'the worker exited').toBeDefined();
+      // Liveness: the bound plus a wide margin (EXIT_WITHIN_MS).
       expect(tookMs!).toBeLessThan(EXIT_WITHIN_MS);
       expect(a.output).toContain('"msg":"worker stop ran out of time');
     } finally {
@@ -128,10 +132,46 @@ describe('failures: a worker stop is bounded', () => {
       const tookMs = await terminate(w, 120_000);
       console.log(`stop took ${tookMs} ms; its last lines:\n${w.output.slice(-2_500)}`);
       expect(tookMs, 'the worker exited').toBeDefined();
+      // Liveness: the bound plus a wide margin (EXIT_WITHIN_MS).
       expect(tookMs!).toBeLessThan(EXIT_WITHIN_MS);
     } finally {
       await w.stop();
       await cluster.startNode(1, 120_000);
+    }
+  }, 400_000);
+
+  it('exits within its bound when its trace collector takes requests and never answers', async () => {
+    // A real OTLP/HTTP peer that holds every export open: the exporter's last flush would wait for
+    // its own timeouts (120 s here) after the stop's steps are done.
+    const held: http.ServerResponse[] = [];
+    const collector = http.createServer((req, res) => {
+      req.resume();
+      held.push(res);
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => collector.listen(port, '127.0.0.1', resolve));
+    const w = worker(uniqueName('stop-otel'), {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+      OTEL_EXPORTER_OTLP_TIMEOUT: '120000',
+      OTEL_BSP_EXPORT_TIMEOUT: '120000',
+    });
+    try {
+      await w.start();
+      await w.waitReady(120_000);
+      const before = await applied();
+      await send(1_000, 10);
+      await eventually(async () => (await applied()) === before + 10, { timeoutMs: 60_000, message: 'traced events applied' });
+      const tookMs = await terminate(w, 150_000);
+      console.log(`stop took ${tookMs} ms with ${held.length} exports held; its last lines:\n${w.output.slice(-2_500)}`);
+      expect(held.length, 'the worker exported spans to the collector').toBeGreaterThan(0);
+      expect(tookMs, 'the worker exited').toBeDefined();
+      // Liveness: the bound plus a wide margin (EXIT_WITHIN_MS).
+      expect(tookMs!).toBeLessThan(EXIT_WITHIN_MS);
+    } finally {
+      await w.stop();
+      for (const res of held) res.destroy();
+      collector.closeAllConnections();
+      await new Promise((resolve) => collector.close(resolve));
     }
   }, 400_000);
 });
