@@ -97,14 +97,37 @@ describe('failures: a worker stop is bounded', () => {
       await Promise.all([a.waitReady(120_000), b.waitReady(120_000)]);
       await send(0, 20);
       await eventually(async () => (await applied()) === 20, { timeoutMs: 60_000, message: 'the first 20 applied' });
+      // Both members settled in one generation first: a member frozen in the middle of its own
+      // join would let the next rebalance complete without it.
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        await eventually(
+          async () => {
+            const [described] = (await admin.describeGroups([group])).groups;
+            return described?.state === 'Stable' && described.members.length === 2;
+          },
+          { timeoutMs: 60_000, message: 'the group stable with both workers' },
+        );
+      } finally {
+        await admin.disconnect();
+      }
       b.freeze();
       // A third member joins: the group rebalances, and `a` rejoins and waits for `b`.
+      const since = Date.now();
       await joiner.connect();
       await joiner.subscribe({ topic: names.events });
       void joiner.run({ eachBatch: async () => {} });
-      // `a` hears of the rebalance at its next heartbeat (every 12 s with this session) and rejoins.
-      // The main group's line, not a retry group's (`<group>.retry.n`, which rebalance on their own).
-      const rejoining = (line: string) => line.includes(`"groupId":"${group}"`) && line.includes('The group is rebalancing, re-joining');
+      // `a` hears of the rebalance at its next heartbeat (every 12 s with this session) and rejoins:
+      // the main group's line (not a retry group's, `<group>.retry.n`) logged after the join.
+      const rejoining = (line: string) => {
+        if (!line.includes(`"groupId":"${group}"`) || !line.includes('The group is rebalancing, re-joining')) return false;
+        try {
+          return Date.parse((JSON.parse(line) as { time: string }).time) >= since;
+        } catch {
+          return false;
+        }
+      };
       await eventually(async () => a.output.split('\n').some(rejoining), {
         timeoutMs: 90_000,
         message: 'the first worker rejoining',
